@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""Prints the version defined in include/tracetree/tracetree.hpp, e.g. "0.1.0".
+
+meson.build calls this from project(): the header's TRACETREE_VERSION_* macros are the single source
+of the version, so C++ code, the pkg-config file and the CMake version file can never disagree.
+Python because meson itself runs on it (meson runs python3 scripts with its own interpreter).
+"""
+import pathlib
+import re
+import sys
+
+header = pathlib.Path(__file__).resolve().parent.parent / "include" / "tracetree" / "tracetree.hpp"
+text = header.read_text(encoding="utf-8")
+parts = []
+for part in ("MAJOR", "MINOR", "PATCH"):
+    match = re.search(r"^#define TRACETREE_VERSION_%s (\d+)\s*$" % part, text, re.MULTILINE)
+    if match is None:  # fail the configure step loudly rather than install a package with no version
+        sys.exit("version.py: no '#define TRACETREE_VERSION_%s <number>' line in %s" % (part, header))
+    parts.append(match.group(1))
+print(".".join(parts))

@@ -1,0 +1,59 @@
+// Replaces the global operator new/delete with ones that count live bytes, so the stress tests can
+// state memory bounds as byte counts (exact and independent of timing, page sizes or allocator
+// caches) rather than resident-set sizes. Each block carries its size in a 16-byte header, which
+// keeps the user pointer aligned for every fundamental type. Aligned (align_val_t) forms are left to
+// the library: tracetree allocates nothing over-aligned.
+#include "stress.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace {
+
+std::atomic<std::int64_t> live{0};
+std::atomic<std::int64_t> peak{0};
+constexpr std::size_t kHeader = 16;
+
+void* allocate(std::size_t size) noexcept {
+    void* block = std::malloc(size + kHeader);
+    if (block == nullptr) return nullptr;
+    *static_cast<std::size_t*>(block) = size;
+    const std::int64_t now = live.fetch_add(static_cast<std::int64_t>(size)) + static_cast<std::int64_t>(size);
+    std::int64_t seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+    return static_cast<char*>(block) + kHeader;
+}
+
+void release(void* pointer) noexcept {
+    if (pointer == nullptr) return;
+    void* block = static_cast<char*>(pointer) - kHeader;
+    live.fetch_sub(static_cast<std::int64_t>(*static_cast<std::size_t*>(block)));
+    std::free(block);
+}
+
+void* allocate_or_throw(std::size_t size) {
+    void* pointer = allocate(size);
+    if (pointer == nullptr) throw std::bad_alloc();
+    return pointer;
+}
+
+}  // namespace
+
+namespace stress {
+std::int64_t heap_live_bytes() noexcept { return live.load(); }
+std::int64_t heap_peak_bytes() noexcept { return peak.load(); }
+void heap_reset_peak() noexcept { peak.store(live.load()); }
+}  // namespace stress
+
+void* operator new(std::size_t size) { return allocate_or_throw(size); }
+void* operator new[](std::size_t size) { return allocate_or_throw(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
+void operator delete(void* pointer) noexcept { release(pointer); }
+void operator delete[](void* pointer) noexcept { release(pointer); }
+void operator delete(void* pointer, std::size_t) noexcept { release(pointer); }
+void operator delete[](void* pointer, std::size_t) noexcept { release(pointer); }
+void operator delete(void* pointer, const std::nothrow_t&) noexcept { release(pointer); }
+void operator delete[](void* pointer, const std::nothrow_t&) noexcept { release(pointer); }

@@ -1,0 +1,61 @@
+// Shared by the core tests: a clock the test moves by hand, so recorded times are exact.
+#ifndef TRACETREE_TESTS_SUPPORT_HPP
+#define TRACETREE_TESTS_SUPPORT_HPP
+
+#include <tracetree/tracetree.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace test {
+
+using namespace std::chrono_literals;
+
+inline std::atomic<std::uint64_t> fake_now{1000000000};
+inline std::uint64_t fake_clock() noexcept { return fake_now.load(); }
+inline void advance(std::chrono::nanoseconds by) { fake_now += static_cast<std::uint64_t>(by.count()); }
+
+// Installs the fake clock and starts from an empty profile; restores the real clock afterwards.
+struct FakeClock {
+    FakeClock() {
+        tracetree::set_clock(fake_clock);
+        tracetree::reset();
+        tracetree::set_thread_name("test-main");
+    }
+    ~FakeClock() { tracetree::set_clock(nullptr); }
+    FakeClock(const FakeClock&) = delete;
+    FakeClock& operator=(const FakeClock&) = delete;
+};
+
+inline const tracetree::ThreadProfile* find_thread(const tracetree::Profile& profile, const std::string& name) {
+    for (const auto& thread : profile.threads)
+        if (thread.thread_name == name) return &thread;
+    return nullptr;
+}
+
+inline const tracetree::Node* find_child(const tracetree::Node& node, const std::string& name) {
+    for (const auto& child : node.children)
+        if (child.name == name) return &child;
+    return nullptr;
+}
+
+inline const tracetree::Node* find_root(const tracetree::ThreadProfile& thread, const std::string& name) {
+    for (const auto& root : thread.roots)
+        if (root.name == name) return &root;
+    return nullptr;
+}
+
+// The calling thread's profile.
+inline tracetree::ThreadProfile mine() {
+    const tracetree::Profile profile = tracetree::profile();
+    const tracetree::ThreadProfile* thread = find_thread(profile, "test-main");
+    return thread != nullptr ? *thread : tracetree::ThreadProfile{};
+}
+
+}  // namespace test
+
+int second_tu_work(int calls);  // second_tu.cpp
+
+#endif

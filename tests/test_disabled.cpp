@@ -1,0 +1,30 @@
+// Built with TRACETREE_DISABLE: the macros leave nothing behind and evaluate nothing.
+#include <tracetree/tracetree.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+static int evaluated = 0;
+[[maybe_unused]] static std::string name_with_side_effect() {
+    ++evaluated;
+    return "never";
+}
+
+static int traced(int x) {
+    TRACETREE_FUNCTION();
+    TRACETREE_SCOPE("a scope");
+    TRACETREE_SCOPE_DYNAMIC(name_with_side_effect());
+    return x + 1;
+}
+
+TEST_CASE("disabled macros compile to nothing and do not evaluate their arguments") {
+#ifndef TRACETREE_DISABLE
+    FAIL("this file must be built with TRACETREE_DISABLE");
+#endif
+    CHECK(traced(1) == 2);
+    CHECK(evaluated == 0);
+    const auto profile = tracetree::profile();
+    CHECK(profile.threads.empty());  // nothing in this program ever recorded
+    if (true) TRACETREE_SCOPE("a valid statement");  // expands to a single statement
+}

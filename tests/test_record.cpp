@@ -1,0 +1,286 @@
+// Recording: folding, call-site identity, exceptions, bounds, recursion, the runtime switch.
+#include "support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+using namespace test;
+using tracetree::Nanos;
+
+namespace demo {
+struct Widget {
+    void draw() const {
+        TRACETREE_FUNCTION();
+        advance(2ms);
+    }
+};
+template <class T>
+T twice(T value) {
+    TRACETREE_FUNCTION();
+    return value * 2;
+}
+namespace {
+void hidden() { TRACETREE_FUNCTION(); }
+}  // namespace
+}  // namespace demo
+
+static void work(std::chrono::nanoseconds cost) {
+    TRACETREE_SCOPE("work");
+    advance(cost);
+}
+
+static void recurse(int levels) {
+    TRACETREE_SCOPE("recurse");
+    if (levels > 1) recurse(levels - 1);
+}
+
+static void maybe_throw(bool fail) {
+    TRACETREE_SCOPE("maybe throw");
+    advance(1ms);
+    if (fail) throw std::runtime_error("fail");
+}
+
+TEST_CASE("repeated calls at one call site fold into count, min, max, total") {
+    FakeClock clock;
+    {
+        TRACETREE_SCOPE("outer");
+        work(1ms);
+        work(5ms);
+        work(3ms);
+    }
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 1);
+    const auto& outer = thread.roots[0];
+    CHECK(outer.name == "outer");
+    CHECK(outer.count == 1);
+    CHECK(outer.total == 9ms);
+    REQUIRE(outer.children.size() == 1);
+    const auto& folded = outer.children[0];
+    CHECK(folded.name == "work");
+    CHECK(folded.count == 3);
+    CHECK(folded.min == 1ms);
+    CHECK(folded.max == 5ms);
+    CHECK(folded.total == 9ms);
+    CHECK(folded.self() == 9ms);
+    CHECK(outer.self() == 0ms);
+}
+
+TEST_CASE("a node is one call site under one parent") {
+    FakeClock clock;
+    {
+        TRACETREE_SCOPE("parent");
+        { TRACETREE_SCOPE("same name"); advance(1ms); }
+        { TRACETREE_SCOPE("same name"); advance(2ms); }  // another line: another node, as in Arthas
+        work(1ms);
+    }
+    work(4ms);  // the same site under another parent
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 2);
+    const auto& parent = thread.roots[0];
+    REQUIRE(parent.children.size() == 3);
+    CHECK(parent.children[0].name == "same name");
+    CHECK(parent.children[1].name == "same name");
+    CHECK(parent.children[0].line + 1 == parent.children[1].line);
+    CHECK(parent.children[0].total == 1ms);
+    CHECK(parent.children[1].total == 2ms);
+    CHECK(parent.children[2].total == 1ms);
+    CHECK(thread.roots[1].name == "work");
+    CHECK(thread.roots[1].total == 4ms);
+    CHECK(parent.self() == 0ms);
+}
+
+TEST_CASE("TRACETREE_FUNCTION names the scope Class::method()") {
+    FakeClock clock;
+    demo::Widget{}.draw();
+    demo::twice(21);
+    demo::twice(2.5);  // another instantiation is another call site with the same name
+    demo::hidden();
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 4);
+    CHECK(thread.roots[0].name == "demo::Widget::draw()");
+    CHECK(thread.roots[0].total == 2ms);
+    CHECK(thread.roots[1].name == "demo::twice()");
+    CHECK(thread.roots[2].name == "demo::twice()");
+    CHECK(thread.roots[3].name == "demo::(anonymous namespace)::hidden()");
+}
+
+TEST_CASE("function names drop return types, parameters, qualifiers and template arguments") {
+    using tracetree::detail::function_name;
+    CHECK(function_name("void ns::Class::method(const std::string&) const") == "ns::Class::method");
+    CHECK(function_name("std::vector<int, std::allocator<int> > ns::C<T>::get(int) [with T = int]") == "ns::C::get");
+    CHECK(function_name("int main()") == "main");
+    CHECK(function_name("auto Outer::Inner::operator()(int) const") == "Outer::Inner::operator()");
+    CHECK(function_name("bool ns::Point::operator<(const ns::Point&) const") == "ns::Point::operator<");
+    CHECK(function_name("void (anonymous namespace)::helper()") == "(anonymous namespace)::helper");
+    CHECK(function_name("static void Registry::add(Item*)") == "Registry::add");
+    CHECK(function_name("") == "");
+}
+
+TEST_CASE("a scope left by an exception is timed and counts the throw") {
+    FakeClock clock;
+    {
+        TRACETREE_SCOPE("caller");
+        for (int i = 0; i < 3; ++i) {
+            try {
+                maybe_throw(i != 1);
+            } catch (const std::runtime_error&) {
+            }
+        }
+    }
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 1);
+    const auto& node = thread.roots[0].children.at(0);
+    CHECK(node.name == "maybe throw");
+    CHECK(node.count == 3);
+    CHECK(node.throws == 2);
+    CHECK(node.total == 3ms);
+    CHECK(thread.roots[0].throws == 0);
+}
+
+namespace {
+struct TracedDestructor {
+    ~TracedDestructor() {
+        TRACETREE_SCOPE("cleanup during unwinding");  // opened and closed while an exception flies
+        advance(1ms);
+    }
+};
+}  // namespace
+
+TEST_CASE("a scope that runs inside unwinding but does not throw is not counted as thrown") {
+    FakeClock clock;
+    try {
+        TRACETREE_SCOPE("thrower");
+        TracedDestructor cleanup;
+        throw std::runtime_error("x");
+    } catch (const std::runtime_error&) {
+    }
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 1);
+    CHECK(thread.roots[0].throws == 1);
+    const auto* cleanup = find_child(thread.roots[0], "cleanup during unwinding");
+    REQUIRE(cleanup != nullptr);
+    CHECK(cleanup->throws == 0);
+    CHECK(cleanup->count == 1);
+}
+
+TEST_CASE("recursion past the depth limit is bounded, counted and shown") {
+    FakeClock clock;
+    const auto saved = tracetree::limits();
+    tracetree::set_limits({8, saved.max_nodes});
+    recurse(100);
+    tracetree::set_limits(saved);
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 1);
+    const tracetree::Node* node = &thread.roots[0];
+    int depth = 1;
+    while (!node->children.empty()) {
+        node = &node->children[0];
+        ++depth;
+    }
+    CHECK(depth == 8);
+    CHECK(node->dropped == 92);
+    CHECK(thread.dropped_depth == 92);
+    CHECK(tracetree::to_string(tracetree::profile()).find("`---[not recorded: 92 calls past the depth or node limit]") !=
+          std::string::npos);
+}
+
+TEST_CASE("deep recursion under the default limits keeps memory per call site, not per call") {
+    FakeClock clock;
+    recurse(5000);
+    const std::uint32_t nodes_after_first = tracetree::detail::tls_arena()->size();
+    for (int i = 0; i < 100; ++i) recurse(5000);
+    CHECK(tracetree::detail::tls_arena()->size() == nodes_after_first);
+    CHECK(nodes_after_first <= TRACETREE_DEFAULT_MAX_DEPTH + 400);  // earlier tests' sites share the tree
+    const auto thread = mine();
+    CHECK(thread.dropped_depth == 101u * (5000 - TRACETREE_DEFAULT_MAX_DEPTH));
+}
+
+TEST_CASE("call sites past the node limit are counted, not kept") {
+    const auto saved = tracetree::limits();
+    tracetree::set_limits({saved.max_depth, 16});  // applies to threads that start recording now
+    std::uint64_t dropped = 0;
+    std::size_t kept = 0;
+    std::thread([&] {
+        tracetree::set_thread_name("node-limit");
+        for (int i = 0; i < 100; ++i) {
+            TRACETREE_SCOPE_DYNAMIC("site " + std::to_string(i));
+        }
+        const auto profile = tracetree::profile();
+        const auto* thread = find_thread(profile, "node-limit");
+        REQUIRE(thread != nullptr);
+        dropped = thread->dropped_nodes;
+        kept = thread->roots.size();
+    }).join();
+    tracetree::set_limits(saved);
+    CHECK(kept == 15 + 1);  // 15 nodes besides the root, plus the marker of top-level drops
+    CHECK(dropped == 85);
+}
+
+TEST_CASE("limits reject absurd values") {
+    CHECK_THROWS_WITH_AS(tracetree::set_limits({0, 1000}), "tracetree: max_depth must be between 1 and 100000, got 0",
+                         std::invalid_argument);
+    CHECK_THROWS_AS(tracetree::set_limits({10, 1u << 30}), std::invalid_argument);
+    CHECK_THROWS_AS(tracetree::set_limits({10, 3}), std::invalid_argument);
+    CHECK(tracetree::limits().max_depth == TRACETREE_DEFAULT_MAX_DEPTH);
+}
+
+TEST_CASE("the runtime switch stops and resumes recording") {
+    FakeClock clock;
+    tracetree::set_enabled(false);
+    CHECK_FALSE(tracetree::enabled());
+    work(1ms);
+    tracetree::set_enabled(true);
+    CHECK(mine().roots.empty());
+    work(1ms);
+    CHECK(mine().roots.size() == 1);
+}
+
+TEST_CASE("run-time names fold by name and are cut when huge") {
+    FakeClock clock;
+    for (const char* url : {"/send", "/health", "/send"}) {
+        TRACETREE_SCOPE_DYNAMIC(std::string("GET ") + url);
+        advance(1ms);
+    }
+    { TRACETREE_SCOPE_DYNAMIC(std::string(5 << 20, 'x')); }
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 3);
+    CHECK(thread.roots[0].name == "GET /send");
+    CHECK(thread.roots[0].count == 2);
+    CHECK(thread.roots[1].name == "GET /health");
+    CHECK(thread.roots[2].name.size() == TRACETREE_MAX_NAME_LENGTH);
+}
+
+TEST_CASE("reset clears what was recorded") {
+    FakeClock clock;
+    work(1ms);
+    tracetree::reset();
+    CHECK(mine().roots.empty());  // pending until this thread's next outermost scope, shown as empty
+    work(2ms);
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 1);
+    CHECK(thread.roots[0].count == 1);
+    CHECK(thread.roots[0].total == 2ms);
+}
+
+TEST_CASE("a second translation unit records into the same tree") {
+    FakeClock clock;
+    CHECK(second_tu_work(4) == 6);
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 1);
+    CHECK(thread.roots[0].name == "second_tu_work()");
+    REQUIRE(thread.roots[0].children.size() == 1);
+    CHECK(thread.roots[0].children[0].count == 4);
+}
+
+TEST_CASE("a scope still running shows what finished below it") {
+    FakeClock clock;
+    TRACETREE_SCOPE("still running");
+    work(1ms);
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 1);
+    CHECK(thread.roots[0].count == 0);
+    CHECK(thread.roots[0].children.at(0).count == 1);
+}

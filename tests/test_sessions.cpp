@@ -1,0 +1,212 @@
+// Traces on demand: patterns, thresholds, limits, several sessions, nesting, waiting.
+#include "support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <thread>
+
+using namespace test;
+using tracetree::TraceRequest;
+using tracetree::TraceSession;
+
+namespace shop {
+struct Mapper {
+    static void lookup(std::chrono::nanoseconds cost) {
+        TRACETREE_FUNCTION();
+        advance(cost);
+    }
+    static void map(int lookups, std::chrono::nanoseconds each) {
+        TRACETREE_FUNCTION();
+        for (int i = 0; i < lookups; ++i) lookup(each);
+    }
+};
+static void service(int lookups) {
+    TRACETREE_FUNCTION();
+    advance(1ms);
+    Mapper::map(lookups, 2ms);
+}
+}  // namespace shop
+
+static TraceRequest request(std::string pattern, std::chrono::nanoseconds min_cost = 0ms, std::uint64_t limit = 1) {
+    TraceRequest r;
+    r.pattern = std::move(pattern);
+    r.min_cost = min_cost;
+    r.limit = limit;
+    return r;
+}
+
+TEST_CASE("a session captures each invocation on its own, not the running totals") {
+    FakeClock clock;
+    TraceSession session(request("Mapper::map", 0ms, 2));
+    shop::Mapper::map(3, 1ms);
+    shop::Mapper::map(5, 2ms);
+    shop::Mapper::map(7, 1ms);  // past the limit
+    const auto traces = session.collect(1s);
+    REQUIRE(traces.size() == 2);
+    CHECK(traces[0].root.name == "shop::Mapper::map()");
+    CHECK(traces[0].root.count == 1);
+    CHECK(traces[0].root.total == 3ms);
+    CHECK(traces[0].root.children.at(0).count == 3);
+    CHECK(traces[1].root.total == 10ms);
+    CHECK(traces[1].root.children.at(0).count == 5);
+    CHECK(traces[1].root.children.at(0).max == 2ms);
+    CHECK(traces[0].thread_name == "test-main");
+    CHECK(session.done());
+    CHECK(session.captured() == 2);
+    // What was captured still counts in the cumulative profile.
+    const auto thread = mine();
+    const auto* map = find_root(thread, "shop::Mapper::map()");
+    REQUIRE(map != nullptr);
+    CHECK(map->count == 3);
+    CHECK(map->children.at(0).count == 15);
+}
+
+TEST_CASE("a minimum cost skips cheap invocations") {
+    FakeClock clock;
+    TraceSession session(request("shop::Mapper::map", 5ms, 1));
+    shop::Mapper::map(1, 1ms);  // 1 ms: skipped
+    shop::Mapper::map(4, 2ms);  // 8 ms: captured
+    const auto trace = session.next(1s);
+    REQUIRE(trace.has_value());
+    CHECK(trace->root.total == 8ms);
+    CHECK(session.done());
+}
+
+TEST_CASE("a watched scope nested in a watched scope is reported once, inside the outer one") {
+    FakeClock clock;
+    TraceSession session(request("*::*", 0ms, 3));  // matches service, map and lookup
+    shop::service(2);
+    shop::service(1);
+    shop::service(1);
+    const auto traces = session.collect(1s);
+    REQUIRE(traces.size() == 3);
+    for (const auto& trace : traces) CHECK(trace.root.name == "shop::service()");
+    const auto& map = traces[0].root.children.at(0);
+    CHECK(map.name == "shop::Mapper::map()");
+    CHECK(map.children.at(0).name == "shop::Mapper::lookup()");
+    CHECK(map.children.at(0).count == 2);
+}
+
+TEST_CASE("several sessions run at once, also on nested scopes") {
+    FakeClock clock;
+    TraceSession outer(request("service", 0ms, 1));
+    TraceSession inner(request("Mapper::lookup", 0ms, 2));
+    TraceSession unrelated(request("no such scope", 0ms, 1));
+    shop::service(2);
+    const auto outer_traces = outer.collect(1s);
+    REQUIRE(outer_traces.size() == 1);
+    CHECK(outer_traces[0].root.total == 5ms);
+    const auto inner_traces = inner.collect(1s);
+    REQUIRE(inner_traces.size() == 2);
+    CHECK(inner_traces[0].root.name == "shop::Mapper::lookup()");
+    CHECK(inner_traces[0].root.total == 2ms);
+    CHECK_FALSE(unrelated.next(1ms).has_value());
+    CHECK_FALSE(unrelated.done());
+}
+
+TEST_CASE("patterns: globs, the :: suffix rule, regexes") {
+    tracetree::detail::Matcher glob("Mapper::*", false);
+    CHECK(glob.matches("shop::Mapper::map"));
+    CHECK(glob.matches("Mapper::lookup"));
+    CHECK_FALSE(glob.matches("shop::Mapperx::map"));
+    tracetree::detail::Matcher suffix("map", false);
+    CHECK(suffix.matches("shop::Mapper::map"));
+    CHECK_FALSE(suffix.matches("shop::Mapper::mapper"));
+    tracetree::detail::Matcher partial("apper::map", false);
+    CHECK_FALSE(partial.matches("shop::Mapper::map"));
+    tracetree::detail::Matcher question("m?p", false);
+    CHECK(question.matches("map"));
+    CHECK_FALSE(question.matches("mp"));
+    tracetree::detail::Matcher regex("Mapper::(map|lookup)", true);
+    CHECK(regex.matches("shop::Mapper::lookup"));
+    CHECK_FALSE(regex.matches("shop::Mapper::lookups"));
+    tracetree::detail::Matcher stars("**a**", false);
+    CHECK(stars.matches("a"));
+    CHECK_FALSE(stars.matches("b"));
+}
+
+TEST_CASE("a regex session") {
+    FakeClock clock;
+    auto r = request("shop::Mapper::(map|nothing)", 0ms, 1);
+    r.regex = true;
+    TraceSession session(std::move(r));
+    shop::service(1);
+    const auto trace = session.next(1s);
+    REQUIRE(trace.has_value());
+    CHECK(trace->root.name == "shop::Mapper::map()");
+}
+
+TEST_CASE("bad requests get clear errors") {
+    CHECK_THROWS_WITH_AS(TraceSession(request("")), "tracetree: empty trace pattern", std::invalid_argument);
+    auto bad_regex = request("(unclosed");
+    bad_regex.regex = true;
+    CHECK_THROWS_AS(TraceSession(std::move(bad_regex)), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(TraceSession(request("x", 0ms, 0)),
+                         "tracetree: trace limit must be between 1 and 1000000, got 0", std::invalid_argument);
+    CHECK_THROWS_AS(TraceSession(request("x", 0ms, 2000000)), std::invalid_argument);
+    CHECK_THROWS_AS(TraceSession(request("x", -1ms, 1)), std::invalid_argument);
+    CHECK_THROWS_AS(TraceSession(request(std::string(5000, '*'))), std::invalid_argument);
+    std::vector<TraceSession> many;
+    for (int i = 0; i < tracetree::detail::kMaxSessions; ++i) many.emplace_back(request("x"));
+    CHECK_THROWS_WITH_AS(TraceSession(request("x")), "tracetree: too many trace sessions (at most 32 at once)",
+                         std::invalid_argument);
+}
+
+TEST_CASE("sessions end cleanly: the slow path is off once none is left") {
+    {
+        TraceSession session(request("x"));
+        CHECK((tracetree::detail::g_flags.load() & tracetree::detail::kSessions) != 0);
+    }
+    CHECK((tracetree::detail::g_flags.load() & tracetree::detail::kSessions) == 0);
+    TraceSession finished(request("shop::service", 0ms, 1));
+    shop::service(0);
+    CHECK(finished.done());  // reaching the limit also unregisters the session
+    CHECK((tracetree::detail::g_flags.load() & tracetree::detail::kSessions) == 0);
+}
+
+TEST_CASE("another thread waits for a capture, with a timeout") {
+    FakeClock clock;
+    TraceSession session(request("Mapper::map", 0ms, 1));
+    CHECK_FALSE(session.next(1ms).has_value());  // nothing ran yet: the wait times out
+    std::optional<tracetree::Trace> received;
+    std::thread waiter([&] { received = session.next(60s); });
+    shop::Mapper::map(2, 1ms);
+    waiter.join();
+    REQUIRE(received.has_value());
+    CHECK(received->root.total == 2ms);
+}
+
+TEST_CASE("a callback runs on the thread that finished the invocation") {
+    FakeClock clock;
+    std::thread::id seen;
+    std::uint64_t calls = 0;
+    auto r = request("service", 0ms, 1);
+    r.on_trace = [&](const tracetree::Trace& trace) {
+        seen = std::this_thread::get_id();
+        calls += trace.root.count;
+    };
+    TraceSession session(std::move(r));
+    tracetree::annotate("ignored", "no capture is open");  // outside a capture: no effect, no crash
+    std::thread worker([] { shop::service(1); });
+    const auto worker_id = worker.get_id();
+    worker.join();
+    CHECK(seen == worker_id);
+    CHECK(calls == 1);
+    CHECK(session.done());
+    CHECK(session.collect(1ms).empty());  // delivered to the callback, not queued
+}
+
+TEST_CASE("annotate adds key=value pairs to the traces being captured") {
+    FakeClock clock;
+    TraceSession session(request("handle", 0ms, 1));
+    {
+        TRACETREE_SCOPE("handle");
+        tracetree::annotate("request_id", "42");
+    }
+    const auto trace = session.next(1s);
+    REQUIRE(trace.has_value());
+    REQUIRE(trace->fields.size() == 1);
+    CHECK(trace->fields[0].first == "request_id");
+    CHECK(trace->fields[0].second == "42");
+}
