@@ -128,3 +128,38 @@ TEST_CASE("the timeline keeps the first spans of each thread and counts the rest
     CHECK(mine->spans[0].start - mine->spans[1].start == 1ms);
     CHECK_THROWS_AS(tracetree::start_timeline(0), std::invalid_argument);
 }
+
+#if defined(__unix__)
+#include <sys/wait.h>
+#include <unistd.h>
+
+TEST_CASE("fork() while another thread holds the registry: the child keeps recording") {
+    FakeClock clock;
+    std::atomic<bool> stop{false};
+    std::thread busy([&] {  // takes the registry lock over and over
+        tracetree::set_thread_name("busy");
+        while (!stop.load()) {
+            TRACETREE_SCOPE("spin");
+            (void)tracetree::profile();
+        }
+    });
+    for (int i = 0; i < 5; ++i) {
+        unit_of_work();
+        const pid_t child = fork();
+        if (child == 0) {  // only async-signal-safe exits from here
+            unit_of_work();
+            const auto profile = tracetree::profile();
+            const auto* self = find_thread(profile, "test-main");
+            const bool ok = profile.threads.size() == 1 && self != nullptr &&
+                            self->roots.at(0).count == static_cast<std::uint64_t>(i + 2);
+            _exit(ok ? 0 : 3);
+        }
+        int status = 0;
+        REQUIRE(waitpid(child, &status, 0) == child);
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
+    }
+    stop = true;
+    busy.join();
+}
+#endif

@@ -257,6 +257,14 @@ std::string java_millis(Nanos duration);  // nanoseconds as milliseconds, printe
     }
 #endif
 
+#if defined(__GNUC__) || defined(__clang__)
+#define TRACETREE_DETAIL_HOT __attribute__((always_inline))  // the fast path stays in the caller
+#define TRACETREE_DETAIL_COLD __attribute__((noinline, cold))  // slow paths stay out of it
+#else
+#define TRACETREE_DETAIL_HOT
+#define TRACETREE_DETAIL_COLD
+#endif
+
 namespace tracetree {
 namespace detail {
 
@@ -322,9 +330,9 @@ struct Site {
         : text(text_), file(file_), line(static_cast<std::uint32_t>(line_)), kind(kind_) {}
 };
 
-std::string function_name(const char* signature);  // "ns::Class::method", cached per signature
-std::string display_name(const Site& site);         // function_name + "()", or the scope's text
-std::string match_name(const Site& site);           // display name without "()"
+inline std::string function_name(const char* signature);  // "ns::Class::method", cached per signature
+inline std::string display_name(const Site& site);        // function_name + "()", or the scope's text
+inline std::string match_name(const Site& site);         // display name without "()"
 
 // ---- the per-thread call tree ---------------------------------------------------------------
 
@@ -368,7 +376,7 @@ public:
     }
 
     // The hot path: the node for `site` under the current node, made current. nullptr: not recorded.
-    NodeRecord* enter(const Site* site) noexcept {
+    TRACETREE_DETAIL_HOT NodeRecord* enter(const Site* site) noexcept {
         if (depth_ >= depth_limit_.load(std::memory_order_relaxed)) return enter_limited(site);
         std::uint32_t index = cur_->hint;
         if (at(index)->site != site) {
@@ -381,7 +389,7 @@ public:
         return cur_;
     }
 
-    void leave(NodeRecord* node, std::uint64_t elapsed, int uncaught_at_entry) noexcept {
+    TRACETREE_DETAIL_HOT void leave(NodeRecord* node, std::uint64_t elapsed, int uncaught_at_entry) noexcept {
         bump(node->count);
         bump(node->total, elapsed);
         if (elapsed < node->min.load(std::memory_order_relaxed)) node->min.store(elapsed, std::memory_order_relaxed);
@@ -393,7 +401,7 @@ public:
     }
 
     // The index of `parent`'s child for `site`, added if new; 0 when the node limit is reached.
-    std::uint32_t child(std::uint32_t parent_index, const Site* site) noexcept {
+    TRACETREE_DETAIL_COLD std::uint32_t child(std::uint32_t parent_index, const Site* site) noexcept {
         NodeRecord* parent = at(parent_index);
         const std::uint32_t after_hint = at(parent->hint)->next_sibling;  // calls tend to repeat in order
         std::uint32_t found = after_hint != 0 && at(after_hint)->site == site ? after_hint : 0;
@@ -443,7 +451,7 @@ private:
         if (reset_pending()) depth_limit_.store(0);
     }
 
-    NodeRecord* enter_limited(const Site* site) noexcept {
+    TRACETREE_DETAIL_COLD NodeRecord* enter_limited(const Site* site) noexcept {
         apply_pending_reset();
         if (depth_ >= max_depth_.load(std::memory_order_relaxed)) {
             bump(cur_->dropped);
@@ -526,13 +534,13 @@ inline ThreadState*& tls_state() noexcept {
     static thread_local ThreadState* state = nullptr;
     return state;
 }
-Arena* thread_arena_slow() noexcept;  // creates the thread's state on its first scope
+inline Arena* thread_arena_slow() noexcept;  // creates the thread's state on its first scope
 
 class Scope {
 public:
-    explicit Scope(Site& site) noexcept {
+    TRACETREE_DETAIL_HOT explicit Scope(Site& site) noexcept {
         const std::uint8_t flags = g_flags.load(std::memory_order_relaxed);
-        if (flags == kRecording) {
+        if (flags == kRecording || (flags == (kRecording | kSessions) && unwatched(site))) {
             Arena* arena = tls_arena();
             if (arena != nullptr) {
                 node_ = arena->enter(&site);
@@ -546,7 +554,7 @@ public:
         if ((flags & kRecording) != 0) begin_slow(site, flags);
     }
     Scope(Site& site, std::string_view name) noexcept;  // TRACETREE_SCOPE_DYNAMIC
-    ~Scope() {
+    TRACETREE_DETAIL_HOT ~Scope() {
         if (node_ == nullptr) return;
         if (mode_ == 0) {
             arena_->leave(node_, ticks() - start_, uncaught_);
@@ -558,11 +566,17 @@ public:
     Scope& operator=(const Scope&) = delete;
 
 private:
+    // Decided for this session epoch and watched by none: a running session costs such a site a
+    // load and a compare, not a match.
+    static bool unwatched(const Site& site) noexcept {
+        return site.watch.load(std::memory_order_relaxed) ==
+               std::uint64_t{g_epoch.load(std::memory_order_relaxed)} << 32;
+    }
     static constexpr std::uint8_t kCaptureRoot = 1;  // mode_ bits
     static constexpr std::uint8_t kFakeClock = 2;
     static constexpr std::uint8_t kTimelineSpan = 4;
-    void begin_slow(Site& site, std::uint8_t flags) noexcept;
-    void end_slow() noexcept;
+    TRACETREE_DETAIL_COLD inline void begin_slow(Site& site, std::uint8_t flags) noexcept;
+    TRACETREE_DETAIL_COLD inline void end_slow() noexcept;
 
     Arena* arena_ = nullptr;
     NodeRecord* node_ = nullptr;
@@ -755,11 +769,6 @@ inline ThreadRegistry& threads() {
     return *registry;
 }
 
-// Converts an arena's nodes [first, size) to values, in order of first call. Nodes that never finished
-// and have nothing finished below them (reset, or entered and still running) are left out.
-inline std::vector<Node> to_values(const Arena& arena, double ratio);
-
-void retire_thread(ThreadState& state);
 
 }  // namespace detail
 
@@ -767,13 +776,21 @@ void retire_thread(ThreadState& state);
 
 namespace detail {
 
+struct NameCache {
+    std::mutex mutex;
+    std::unordered_map<const char*, std::string> names;  // by signature address: one entry per call site
+};
+inline NameCache& name_cache() {
+    static NameCache* cache = new NameCache;  // never destroyed: threads may outlive main
+    return *cache;
+}
+
 inline std::string function_name(const char* signature) {
-    static std::mutex mutex;
-    static std::unordered_map<const char*, std::string>* cache = new std::unordered_map<const char*, std::string>;
+    NameCache& cache = name_cache();
     {
-        std::lock_guard<std::mutex> lock(mutex);
-        auto it = cache->find(signature);
-        if (it != cache->end()) return it->second;
+        std::lock_guard<std::mutex> lock(cache.mutex);
+        auto it = cache.names.find(signature);
+        if (it != cache.names.end()) return it->second;
     }
     // "R ns::C<T>::f(A) const [with T = int]" -> "ns::C::f": drop the return type, parameters,
     // qualifiers and template arguments, keep namespaces and classes.
@@ -810,8 +827,8 @@ inline std::string function_name(const char* signature) {
     for (std::size_t at = name.find("{anonymous}"); at != std::string::npos; at = name.find("{anonymous}"))
         name.replace(at, 11, "(anonymous namespace)");  // g++ and clang++ spell it differently
     if (name.empty()) name = signature;
-    std::lock_guard<std::mutex> lock(mutex);
-    return cache->emplace(signature, std::move(name)).first->second;
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    return cache.names.emplace(signature, std::move(name)).first->second;
 }
 
 inline std::string match_name(const Site& site) {
@@ -822,6 +839,8 @@ inline std::string display_name(const Site& site) {
     return site.kind == SiteKind::function ? function_name(site.text) + "()" : match_name(site);
 }
 
+// An arena's nodes as values, children in order of first call. Nodes with no finished call and
+// nothing finished below them (zeroed by a reset, or entered and still running) are left out.
 inline std::vector<Node> to_values(const Arena& arena, double ratio) {
     const std::uint32_t size = arena.size();
     std::vector<Node> nodes(size);
@@ -961,8 +980,39 @@ struct ThreadOwner {  // its destructor runs at thread exit
     }
 };
 
+// fork() copies only the calling thread: a registry lock held by another thread at that moment would
+// never be released in the child. So the locks are taken around fork(), and the child forgets the
+// other threads (their states are leaked, not destroyed: their own mutexes may be held).
+inline void install_fork_handlers() noexcept {
+#if defined(__unix__) || defined(__APPLE__)
+    static const int installed = pthread_atfork(
+        [] {
+            threads().mutex.lock();
+            sessions().mutex.lock();
+            name_cache().mutex.lock();
+        },
+        [] {
+            name_cache().mutex.unlock();
+            sessions().mutex.unlock();
+            threads().mutex.unlock();
+        },
+        [] {
+            ThreadRegistry& registry = threads();
+            auto* orphans = new (std::nothrow) std::vector<std::shared_ptr<ThreadState>>;
+            for (auto& state : registry.live)
+                if (state.get() != tls_state() && orphans != nullptr) orphans->push_back(std::move(state));
+            registry.live.erase(std::remove(registry.live.begin(), registry.live.end(), nullptr), registry.live.end());
+            name_cache().mutex.unlock();
+            sessions().mutex.unlock();
+            registry.mutex.unlock();
+        });
+    (void)installed;
+#endif
+}
+
 inline Arena* thread_arena_slow() noexcept {
     if (tls_arena() != nullptr) return tls_arena();
+    install_fork_handlers();
     static thread_local ThreadOwner owner;
     if (owner.gone) return nullptr;  // a scope in another thread_local's destructor, after ours
     try {
@@ -997,7 +1047,7 @@ inline std::uint64_t now_ticks(bool fake) noexcept {
     return ticks();
 }
 
-inline void Scope::begin_slow(Site& site, std::uint8_t flags) noexcept {
+void Scope::begin_slow(Site& site, std::uint8_t flags) noexcept {  // declared inline in the class
     Arena* arena = tls_arena() != nullptr ? tls_arena() : thread_arena_slow();
     if (arena == nullptr) return;
     ThreadState& state = *tls_state();
@@ -1118,7 +1168,7 @@ inline void merge_capture(const Arena& from, Arena& into) {
     into.add_dropped(from.dropped_depth(), from.dropped_nodes());
 }
 
-inline void Scope::end_slow() noexcept {
+void Scope::end_slow() noexcept {  // declared inline in the class
     const std::uint64_t end = now_ticks((mode_ & kFakeClock) != 0);
     const bool threw = std::uncaught_exceptions() > uncaught_;
     arena_->leave(node_, end - start_, uncaught_);
@@ -1232,7 +1282,6 @@ inline bool use_colour(std::ostream& out, Colour colour) {
 // The cost bracket: root `[Xms]`, a call `[P.PP% Xms ]`, folded `[P.PP% min=..,max=..,total=..,count=N]`.
 // `parent` is null for roots and for children of a still-running node (no total to divide by).
 inline std::string cost_text(const Node& node, const Node* parent) {
-    if (node.count == 0 && node.dropped == 0 && node.children.empty()) return "[running]";
     if (node.count == 0) return "[running]";
     std::string text = "[";
     if (parent != nullptr) text += percent(node.total, parent->total) + "% ";

@@ -94,7 +94,8 @@ Profile read_profile_json(std::string_view text);  // and vice versa
 // ---- diffs: before (say, buggy) against after (fixed) ------------------------------------------
 
 struct DiffOptions {
-    Nanos min_change{0};  // hide nodes whose total changed by less and whose count is unchanged
+    Nanos min_change{0};  // hide nodes whose total changed by less, whose count is unchanged, and
+                          // below which nothing is shown
 };
 // Nodes are matched by call site, then by name (line numbers move between builds); each line shows
 // `[74.2ms -> 0ms (-74.2ms), count 31 -> 0]`; the largest change comes first among siblings.
@@ -268,7 +269,7 @@ inline std::string thread_frame(const std::string& name, std::uint32_t id) {
 struct Frame {
     std::string label;    // drawn in the box (shortened to fit)
     std::string tooltip;  // the <title>: the full name and every number
-    std::string fill;     // "rgb(r,g,b)"
+    int red = 0, green = 0, blue = 0;
     Nanos size{};         // the box width in time
     std::vector<Frame> children;
 };
@@ -280,10 +281,11 @@ inline std::uint32_t fnv1a(std::string_view text) noexcept {
 }
 
 // Warm colours from the name alone, so a function keeps its colour across graphs and runs.
-inline std::string name_colour(std::string_view name) {
+inline void name_colour(Frame& frame, std::string_view name) {
     const std::uint32_t h = fnv1a(name);
-    const unsigned r = 205 + (h & 0xFF) % 51, g = 90 + ((h >> 8) & 0xFF) % 131, b = 30 + ((h >> 16) & 0xFF) % 51;
-    return "rgb(" + std::to_string(r) + "," + std::to_string(g) + "," + std::to_string(b) + ")";
+    frame.red = static_cast<int>(205 + (h & 0xFF) % 51);
+    frame.green = static_cast<int>(90 + ((h >> 8) & 0xFF) % 131);
+    frame.blue = static_cast<int>(30 + ((h >> 16) & 0xFF) % 51);
 }
 
 inline Frame plain_frame(const Node& node, Nanos whole) {
@@ -298,7 +300,7 @@ inline Frame plain_frame(const Node& node, Nanos whole) {
     if (node.throws != 0) frame.tooltip += "\nthrew " + std::to_string(node.throws);
     if (node.dropped != 0) frame.tooltip += "\n" + std::to_string(node.dropped) + " calls below not recorded";
     if (!node.file.empty()) frame.tooltip += "\n" + node.file + ":" + std::to_string(node.line);
-    frame.fill = name_colour(node.name);
+    name_colour(frame, node.name);
     for (const Node& child : node.children) frame.children.push_back(plain_frame(child, whole));
     return frame;
 }
@@ -308,7 +310,7 @@ inline Frame synthetic_frame(const std::string& name, std::vector<Frame> childre
     for (const Frame& child : children) frame.size += child.size;
     frame.label = name + " (" + duration(frame.size) + ", " + text + ")";
     frame.tooltip = name + "\ntotal " + duration(frame.size) + "\n" + text;
-    frame.fill = "rgb(200,200,200)";
+    frame.red = frame.green = frame.blue = 200;
     frame.children = std::move(children);
     return frame;
 }
@@ -362,18 +364,23 @@ inline void write_svg(std::ostream& out, const Frame& root, const FlameGraphOpti
         << "<text x=\"" << fixed(kSide, 0) << "\" y=\"" << fixed(height - 9, 0) << "\" fill=\"#555\">"
         << xml_text(subtitle) << "</text>\n";
     for (const Box& box : boxes) {
+        const Frame& frame = *box.frame;
         const double level = static_cast<double>(box.depth);
         const double y = options.icicle ? kTop + level * (kFrameHeight + kGap)
                                         : height - kBottom - (level + 1) * (kFrameHeight + kGap);
         const double room = box.width - 6;
-        const std::string label =
-            room < 3 * kCharWidth ? "" : ellipsize(utf8(box.frame->label), static_cast<std::size_t>(room / kCharWidth));
+        const std::string label = room < 4 * kCharWidth
+                                      ? ""
+                                      : ellipsize(plain_text(box.frame->label), static_cast<std::size_t>(room / kCharWidth));
         out << "<g class=\"f\"><title>" << xml_text(box.frame->tooltip) << "</title><rect x=\"" << fixed(box.x, 3)
             << "\" y=\"" << fixed(y, 1) << "\" width=\"" << fixed(box.width, 3) << "\" height=\"" << fixed(kFrameHeight, 0)
-            << "\" fill=\"" << box.frame->fill << "\"/>";
+            << "\" fill=\"rgb(" << std::to_string(frame.red) << ',' << std::to_string(frame.green) << ','
+            << std::to_string(frame.blue) << ")\"/>";
+        // Perceived brightness (ITU-R BT.601 weights): dark fills get white labels.
+        const bool dark = 299 * frame.red + 587 * frame.green + 114 * frame.blue < 140000;
         if (!label.empty())
-            out << "<text x=\"" << fixed(box.x + 3, 3) << "\" y=\"" << fixed(y + 12.5, 1) << "\">" << xml_text(label)
-                << "</text>";
+            out << "<text x=\"" << fixed(box.x + 3, 3) << "\" y=\"" << fixed(y + 12.5, 1)
+                << (dark ? "\" fill=\"#fff\">" : "\">") << xml_text(label) << "</text>";
         out << "</g>\n";
     }
     out << "</svg>\n";
@@ -437,8 +444,12 @@ inline std::vector<DiffNode> diff_children(const std::vector<Node>* before, cons
     return out;
 }
 
+// A node is shown when it changed enough, or when something below it did (its path stays visible).
 inline bool shown(const DiffNode& node, const DiffOptions& options) {
-    return magnitude(node.change()) >= options.min_change || node.count_before() != node.count_after();
+    if (magnitude(node.change()) >= options.min_change || node.count_before() != node.count_after()) return true;
+    for (const DiffNode& child : node.children)
+        if (shown(child, options)) return true;
+    return false;
 }
 
 inline void diff_rows(std::ostream& out, const DiffNode& node, const std::string& prefix, bool last,
@@ -487,8 +498,8 @@ inline Frame diff_frame(const DiffNode& node, DiffWidths widths, Nanos largest) 
                          : 0.2 + 0.8 * static_cast<double>(magnitude(change).count()) / static_cast<double>(largest.count());
     const double grey = 220, r = change > Nanos(0) ? 225 : 40, g = change > Nanos(0) ? 45 : 100,
                  b = change > Nanos(0) ? 40 : 225;
-    const auto mix = [&](double to) { return std::to_string(static_cast<int>(grey + (to - grey) * t + 0.5)); };
-    frame.fill = "rgb(" + mix(r) + "," + mix(g) + "," + mix(b) + ")";
+    const auto mix = [&](double to) { return static_cast<int>(grey + (to - grey) * t + 0.5); };
+    frame.red = mix(r), frame.green = mix(g), frame.blue = mix(b);
     for (const DiffNode& child : node.children) frame.children.push_back(diff_frame(child, widths, largest));
     return frame;
 }
@@ -639,8 +650,7 @@ public:
         if (c == '{') object([this](const std::string&, std::size_t) { skip_value(); });
         else if (c == '[') array([this] { skip_value(); });
         else if (c == '"') string();
-        else if (c == 't' || c == 'f') boolean();
-        else if (c == 'n' && literal("null")) return;
+        else if (literal("true") || literal("false") || literal("null")) return;
         else number_token();
     }
 
@@ -905,7 +915,7 @@ inline void write_flamegraph_svg(std::ostream& out, const Profile& profile, cons
             for (const Node& root : thread.roots) roots.push_back(detail::views::plain_frame(root, whole));
             Frame frame = detail::views::synthetic_frame(
                 detail::views::thread_frame(thread.thread_name, thread.thread_id), std::move(roots), "thread");
-            frame.fill = detail::views::name_colour(thread.thread_name);
+            detail::views::name_colour(frame, thread.thread_name);
             frames.push_back(std::move(frame));
         }
     } else {
