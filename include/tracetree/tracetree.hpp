@@ -68,6 +68,12 @@
 #if TRACETREE_USE_TSC
 #include <x86intrin.h>  // __rdtsc
 #endif
+#if defined(__GLIBCXX__) || defined(_LIBCPPABI_VERSION) || (defined(__has_include) && __has_include(<cxxabi.h>))
+#include <cxxabi.h>  // __cxa_get_globals: the thread's uncaught-exception count without a call per scope
+#define TRACETREE_DETAIL_ITANIUM_EH 1
+#else
+#define TRACETREE_DETAIL_ITANIUM_EH 0
+#endif
 #if defined(__unix__) || defined(__APPLE__)
 #include <pthread.h>  // pthread_getname_np: default thread names
 #include <unistd.h>   // isatty: colour only on terminals
@@ -353,6 +359,24 @@ struct NodeRecord {
 };
 static_assert(sizeof(NodeRecord) <= 64, "a node must fit a cache line");
 
+// How many exceptions are in flight on this thread, read at scope entry and exit to count throws.
+// The Itanium C++ ABI (section 2.2.2) lays the per-thread exception globals out as the caught-exception
+// stack followed by this count, so a pointer taken once per thread turns two library calls per
+// scope into two loads.
+#if TRACETREE_DETAIL_ITANIUM_EH
+struct EhGlobals {
+    void* caught_exceptions;
+    unsigned int uncaught_exceptions;
+};
+inline const unsigned int* uncaught_counter() noexcept {
+    return &reinterpret_cast<const EhGlobals*>(abi::__cxa_get_globals())->uncaught_exceptions;
+}
+inline int uncaught(const unsigned int* counter) noexcept { return static_cast<int>(*counter); }
+#else
+inline const unsigned int* uncaught_counter() noexcept { return nullptr; }
+inline int uncaught(const unsigned int*) noexcept { return std::uncaught_exceptions(); }
+#endif
+
 template <class T>
 inline void bump(std::atomic<T>& counter, T by = 1) noexcept {  // single writer: no locked add needed
     counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
@@ -364,7 +388,7 @@ public:
     static constexpr std::uint32_t kChunkSize = 1u << kChunkBits;
 
     Arena(std::uint32_t max_nodes, std::uint32_t max_depth)
-        : max_nodes_(max_nodes), max_depth_(max_depth), depth_limit_(max_depth) {
+        : max_nodes_(max_nodes), max_depth_(max_depth), depth_limit_(max_depth), uncaught_(uncaught_counter()) {
         chunks_.reserve((max_nodes + kChunkSize - 1) / kChunkSize);  // never reallocates: readers index it
         chunks_.push_back(std::make_unique<NodeRecord[]>(kChunkSize));
         size_.store(1, std::memory_order_release);  // node 0: the root, no site
@@ -394,7 +418,7 @@ public:
         bump(node->total, elapsed);
         if (elapsed < node->min.load(std::memory_order_relaxed)) node->min.store(elapsed, std::memory_order_relaxed);
         if (elapsed > node->max.load(std::memory_order_relaxed)) node->max.store(elapsed, std::memory_order_relaxed);
-        if (std::uncaught_exceptions() > uncaught_at_entry) bump(node->throws);
+        if (uncaught_exceptions() > uncaught_at_entry) bump(node->throws);
         cur_index_ = node->parent;
         cur_ = at(cur_index_);
         --depth_;
@@ -418,6 +442,7 @@ public:
         return nullptr;
     }
 
+    int uncaught_exceptions() const noexcept { return uncaught(uncaught_); }  // owner thread only
     std::uint32_t size() const noexcept { return size_.load(std::memory_order_acquire); }
     std::uint32_t current() const noexcept { return cur_index_; }
     std::uint32_t depth() const noexcept { return depth_; }
@@ -511,6 +536,7 @@ private:
     std::atomic<std::uint32_t> depth_limit_;  // max_depth_, or 0 while a reset is pending
     std::atomic<std::uint32_t> reset_requested_{0}, reset_done_{0};
     std::atomic<std::uint64_t> dropped_depth_{0}, dropped_nodes_{0};
+    const unsigned int* const uncaught_;  // the owner's: arenas are made on the thread that fills them
 };
 
 // ---- threads and sessions (slow paths, behind mutexes) ----------------------------------------
@@ -546,7 +572,7 @@ public:
                 node_ = arena->enter(&site);
                 if (node_ == nullptr) return;
                 arena_ = arena;
-                uncaught_ = std::uncaught_exceptions();
+                uncaught_ = arena->uncaught_exceptions();
                 start_ = ticks();
                 return;
             }
@@ -578,11 +604,11 @@ private:
     TRACETREE_DETAIL_COLD inline void begin_slow(Site& site, std::uint8_t flags) noexcept;
     TRACETREE_DETAIL_COLD inline void end_slow() noexcept;
 
-    Arena* arena_ = nullptr;
-    NodeRecord* node_ = nullptr;
-    std::uint64_t start_ = 0;
-    int uncaught_ = 0;
+    NodeRecord* node_ = nullptr;  // null: not recorded, and nothing else below is read
     std::uint8_t mode_ = 0;
+    Arena* arena_;
+    std::uint64_t start_;
+    int uncaught_;
 };
 
 // ---- pattern matching -----------------------------------------------------------------------
@@ -1095,7 +1121,7 @@ void Scope::begin_slow(Site& site, std::uint8_t flags) noexcept {  // declared i
         mode_ |= kTimelineSpan;
         ++state.timeline_depth;
     }
-    uncaught_ = std::uncaught_exceptions();
+    uncaught_ = arena->uncaught_exceptions();
     start_ = now_ticks((mode_ & kFakeClock) != 0);
 }
 
@@ -1170,7 +1196,7 @@ inline void merge_capture(const Arena& from, Arena& into) {
 
 void Scope::end_slow() noexcept {  // declared inline in the class
     const std::uint64_t end = now_ticks((mode_ & kFakeClock) != 0);
-    const bool threw = std::uncaught_exceptions() > uncaught_;
+    const bool threw = arena_->uncaught_exceptions() > uncaught_;
     arena_->leave(node_, end - start_, uncaught_);
     if (tls_state() == nullptr) return;
     ThreadState& state = *tls_state();

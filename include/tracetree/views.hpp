@@ -18,16 +18,20 @@
 
 #include "tracetree.hpp"
 
-#include <algorithm>
-#include <charconv>
+#include <algorithm>         // std::stable_sort, std::max
+#include <charconv>          // std::to_chars/from_chars: numbers without the stream's locale
+#include <chrono>
+#include <cmath>             // std::sqrt for the diff colour scale
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <ostream>
-#include <stdexcept>
+#include <sstream>           // diff_to_string
+#include <stdexcept>         // JsonError is a std::invalid_argument
 #include <string>
 #include <string_view>
-#include <unordered_map>
-#include <variant>
+#include <unordered_map>     // diff: siblings by name
+#include <variant>           // read_json: a Trace or a Profile
 #include <vector>
 
 namespace tracetree {
@@ -246,9 +250,10 @@ inline std::string duration(Nanos d) {
     const double magnitude = ns < 0 ? -static_cast<double>(ns) : static_cast<double>(ns);
     const char* unit = "s";
     double value = magnitude / 1e9;
-    if (magnitude < 1e3) value = magnitude, unit = "ns";
-    else if (magnitude < 1e6) value = magnitude / 1e3, unit = "\xC2\xB5s";
-    else if (magnitude < 1e9) value = magnitude / 1e6, unit = "ms";
+    // Units switch at 999.5 so that rounding never prints "1000µs".
+    if (magnitude < 999.5) value = magnitude, unit = "ns";
+    else if (magnitude < 999.5e3) value = magnitude / 1e3, unit = "\xC2\xB5s";
+    else if (magnitude < 999.5e6) value = magnitude / 1e6, unit = "ms";
     const int decimals = value >= 99.95 ? 0 : value >= 9.995 ? 1 : 2;
     return (ns < 0 ? "-" : "") + fixed(value, decimals) + unit;
 }
@@ -485,17 +490,19 @@ inline Frame diff_frame(const DiffNode& node, DiffWidths widths, Nanos largest) 
     Frame frame;
     const Node& any = node.any();
     frame.size = std::max(widths == DiffWidths::before ? node.total_before() : node.total_after(), Nanos(0));
-    frame.label = any.name + " (" + duration(node.total_before()) + " -> " + duration(node.total_after()) + ")";
+    frame.label = any.name + " (" + duration(node.total_before()) + " -> " + duration(node.total_after()) +
+                  (node.after == nullptr ? ", only in before)" : node.before == nullptr ? ", only in after)" : ")");
     frame.tooltip = any.name + "\ntotal " + duration(node.total_before()) + " -> " + duration(node.total_after()) +
                     " (" + signed_duration(node.change()) + ")\nself change " + signed_duration(node.self_change()) +
                     "\ncount " + std::to_string(node.count_before()) + " -> " + std::to_string(node.count_after());
     if (node.after == nullptr) frame.tooltip += "\nonly in before";
     if (node.before == nullptr) frame.tooltip += "\nonly in after";
-    // Grey when unchanged; any change gets at least a visible tint.
+    // Grey when unchanged, full colour for the largest change; the square root keeps a change of a
+    // tenth of the largest visible (a third of the colour) while microseconds stay grey.
     const Nanos change = node.self_change();
-    const double t = largest.count() <= 0 || change.count() == 0
+    const double t = largest.count() <= 0
                          ? 0.0
-                         : 0.2 + 0.8 * static_cast<double>(magnitude(change).count()) / static_cast<double>(largest.count());
+                         : std::sqrt(static_cast<double>(magnitude(change).count()) / static_cast<double>(largest.count()));
     const double grey = 220, r = change > Nanos(0) ? 225 : 40, g = change > Nanos(0) ? 45 : 100,
                  b = change > Nanos(0) ? 40 : 225;
     const auto mix = [&](double to) { return static_cast<int>(grey + (to - grey) * t + 0.5); };
