@@ -566,18 +566,20 @@ class Scope {
 public:
     TRACETREE_DETAIL_HOT explicit Scope(Site& site) noexcept {
         const std::uint8_t flags = g_flags.load(std::memory_order_relaxed);
+        if ((flags & kRecording) == 0) return;  // runtime-disabled: one test, nothing else
         if (flags == kRecording || (flags == (kRecording | kSessions) && unwatched(site))) {
             Arena* arena = tls_arena();
             if (arena != nullptr) {
                 node_ = arena->enter(&site);
                 if (node_ == nullptr) return;
                 arena_ = arena;
+                mode_ = 0;
                 uncaught_ = arena->uncaught_exceptions();
                 start_ = ticks();
                 return;
             }
         }
-        if ((flags & kRecording) != 0) begin_slow(site, flags);
+        begin_slow(site, flags);
     }
     Scope(Site& site, std::string_view name) noexcept;  // TRACETREE_SCOPE_DYNAMIC
     TRACETREE_DETAIL_HOT ~Scope() {
@@ -605,7 +607,7 @@ private:
     TRACETREE_DETAIL_COLD inline void end_slow() noexcept;
 
     NodeRecord* node_ = nullptr;  // null: not recorded, and nothing else below is read
-    std::uint8_t mode_ = 0;
+    std::uint8_t mode_;
     Arena* arena_;
     std::uint64_t start_;
     int uncaught_;
@@ -1076,6 +1078,7 @@ inline std::uint64_t now_ticks(bool fake) noexcept {
 void Scope::begin_slow(Site& site, std::uint8_t flags) noexcept {  // declared inline in the class
     Arena* arena = tls_arena() != nullptr ? tls_arena() : thread_arena_slow();
     if (arena == nullptr) return;
+    mode_ = 0;
     ThreadState& state = *tls_state();
     arena->apply_pending_reset();  // before a capture, whose data is merged into this arena later
     try {
