@@ -141,6 +141,8 @@ ParseResult parse_request(std::string_view buffer, const Limits& limits) {
             return fail(414, "request line longer than " + std::to_string(limits.max_header_bytes) + " bytes");
         return {};
     }
+    if (at - start > limits.max_header_bytes)
+        return fail(414, "request line longer than " + std::to_string(limits.max_header_bytes) + " bytes");
     const std::size_t sp1 = line->find(' ');
     const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line->find(' ', sp1 + 1);
     if (sp2 == std::string_view::npos || line->find(' ', sp2 + 1) != std::string_view::npos)
@@ -174,11 +176,11 @@ ParseResult parse_request(std::string_view buffer, const Limits& limits) {
         return {};
     }
     if (block.has_transfer_encoding) return fail(501, "Transfer-Encoding is not supported; send Content-Length");
+    request.headers = std::move(block.headers);
     if (request.minor_version >= 1 && request.header("host") == nullptr) return fail(400, "missing Host header");
     const std::uint64_t length = block.content_length.value_or(0);
     if (length > limits.max_body)
         return fail(413, "body of " + std::to_string(length) + " bytes exceeds " + std::to_string(limits.max_body));
-    request.headers = std::move(block.headers);
     request.keep_alive = request.minor_version >= 1 ? !block.connection_close : block.connection_keep_alive;
 
     ParseResult result;

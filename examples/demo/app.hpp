@@ -1,0 +1,71 @@
+// The demo server: the "channel system" of the article (Spring Boot on embedded Tomcat 8.5.31 with
+// springfox-swagger-ui in its fat jar), the third-party channel it forwards to, and an admin port
+// that takes Arthas-style live traces with tracetree.
+#ifndef DEMO_APP_HPP
+#define DEMO_APP_HPP
+
+#include "http.hpp"
+#include "tomcat.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace demo {
+
+using Millis = std::chrono::milliseconds;
+
+struct Options {
+    Mode mode = Mode::buggy;
+    std::string host = "127.0.0.1";
+    int port = 7744;          // the application (0: ephemeral)
+    int channel_port = 7745;  // the third-party channel
+    int admin_port = 7746;    // /trace and /monitor
+    std::string jar;          // an existing application jar; empty: generate one in a temporary directory
+    double jar_scale = 1.0;   // sizes of the generated jar's files (tests use less)
+    Millis cache_ttl{5000};   // Tomcat's cacheTtl
+    Millis gc_period{30000};  // background processor delay (Spring Boot 2.0: 30 s); 0: none, call background_process()
+    int threads = 10;
+    Millis read_timeout{20000};
+    Millis keep_alive_timeout{20000};
+    http::Limits limits;
+    SteadyClock clock;  // for the cache TTL; empty: steady_clock (tests pass a fake one)
+};
+
+// Parses --name=value arguments. std::invalid_argument with a one-line reason on a bad one.
+Options parse_options(const std::vector<std::string>& args);
+std::string usage();
+
+class DemoServer {
+public:
+    explicit DemoServer(Options options);  // builds the jar, opens it, binds the three ports; throws on failure
+    ~DemoServer();
+    DemoServer(const DemoServer&) = delete;
+    DemoServer& operator=(const DemoServer&) = delete;
+
+    void start();
+    void stop();
+
+    int port() const;
+    int channel_port() const;
+    int admin_port() const;
+    const std::string& jar_path() const;
+    Mode mode() const;
+
+    void background_process();  // one run of the background processor, now
+    std::uint64_t background_runs() const;
+    bool wait_for_background_runs(std::uint64_t at_least, Millis timeout) const;
+    std::uint64_t trace_sessions_started() const;  // by the admin /trace endpoint
+    bool wait_for_trace_sessions(std::uint64_t at_least, Millis timeout) const;
+    std::uint64_t jar_walks() const;  // times a nested jar's entry map was built
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace demo
+
+#endif

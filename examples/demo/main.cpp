@@ -1,0 +1,60 @@
+// demo-server: the article's channel system with Tomcat's BZ 62968, live-traceable with tracetree.
+// See docs/demo.md; scripts/demo runs the whole story.
+#include "app.hpp"
+#include "fatjar.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <pthread.h>
+#include <string>
+#include <vector>
+
+int main(int argc, char** argv) {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    for (const std::string& arg : args) {
+        if (arg == "--help" || arg == "-h") {
+            std::cout << demo::usage();
+            return 0;
+        }
+    }
+    try {
+        const demo::Options options = demo::parse_options(args);
+        for (const std::string& arg : args) {
+            if (arg.compare(0, 12, "--write-jar=") != 0) continue;
+            const std::string path = arg.substr(12);
+            const std::string jar = demo::build_fat_jar(options.jar_scale);
+            std::ofstream out(path, std::ios::binary | std::ios::trunc);
+            out.write(jar.data(), static_cast<std::streamsize>(jar.size()));
+            if (!out.flush()) throw std::runtime_error("cannot write " + path);
+            std::cout << "wrote " << path << " (" << jar.size() << " bytes)\n";
+            return 0;
+        }
+        // Signals are taken by sigwait below, not by whichever thread they land on.
+        sigset_t stop_signals;
+        sigemptyset(&stop_signals);
+        sigaddset(&stop_signals, SIGINT);
+        sigaddset(&stop_signals, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+        demo::DemoServer server(options);
+        server.start();
+        std::cout << "demo-server: mode=" << (options.mode == demo::Mode::buggy ? "buggy (Tomcat 8.5.31)" : "fixed (BZ 62968)")
+                  << " app=http://" << options.host << ':' << server.port() << " channel=http://" << options.host << ':'
+                  << server.channel_port() << " admin=http://" << options.host << ':' << server.admin_port()
+                  << " jar=" << server.jar_path() << " cache-ttl=" << options.cache_ttl.count()
+                  << "ms gc-period=" << options.gc_period.count() << "ms" << std::endl;
+        int signal = 0;
+        sigwait(&stop_signals, &signal);
+        std::cout << "demo-server: stopping on signal " << signal << std::endl;
+        server.stop();
+        return 0;
+    } catch (const std::invalid_argument& e) {
+        std::cerr << "demo-server: " << e.what() << '\n' << demo::usage();
+        return 2;
+    } catch (const std::exception& e) {
+        std::cerr << "demo-server: " << e.what() << '\n';
+        return 1;
+    }
+}
