@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -283,4 +284,99 @@ TEST_CASE("a scope still running shows what finished below it") {
     REQUIRE(thread.roots.size() == 1);
     CHECK(thread.roots[0].count == 0);
     CHECK(thread.roots[0].children.at(0).count == 1);
+}
+
+static void dynamic_a() { TRACETREE_SCOPE_DYNAMIC(std::string("same")); }
+static void dynamic_b() { TRACETREE_SCOPE_DYNAMIC(std::string("same")); }
+
+TEST_CASE("two run-time-named call sites with one name are two nodes, each with its line") {
+    FakeClock clock;
+    {
+        TRACETREE_SCOPE("parent");
+        dynamic_a();
+        dynamic_b();
+        dynamic_a();
+    }
+    const auto thread = mine();
+    REQUIRE(thread.roots.size() == 1);
+    const auto& children = thread.roots[0].children;
+    REQUIRE(children.size() == 2);
+    CHECK(children[0].count == 2);
+    CHECK(children[1].count == 1);
+    CHECK(children[0].line != 0);
+    CHECK(children[0].line + 1 == children[1].line);
+}
+
+TEST_CASE("a run-time name is not computed while recording is off") {
+    int computed = 0;
+    auto name = [&] {
+        ++computed;
+        return std::string("computed");
+    };
+    tracetree::set_enabled(false);
+    { TRACETREE_SCOPE_DYNAMIC(name()); }
+    tracetree::set_enabled(true);
+    CHECK(computed == 0);
+    { TRACETREE_SCOPE_DYNAMIC(name()); }
+    CHECK(computed == 1);
+}
+
+static void filler(int i) { TRACETREE_SCOPE_DYNAMIC("filler " + std::to_string(i)); }
+
+TEST_CASE("calls inside a scope cut by the node limit are dropped with it, not moved to its parent") {
+    const auto saved = tracetree::limits();
+    tracetree::set_limits({saved.max_depth, 16});
+    tracetree::ThreadProfile thread;
+    std::thread([&] {
+        tracetree::set_thread_name("node-overflow");
+        TRACETREE_SCOPE("parent");
+        for (int i = 0; i < 14; ++i) filler(i);  // with the root and "parent", the tree is full
+        {
+            TRACETREE_SCOPE("one too many");
+            for (int i = 0; i < 3; ++i) filler(0);  // exists under parent, but these calls are not under it
+        }
+        filler(1);  // after the cut scope: recorded normally again
+        const auto profile = tracetree::profile();
+        thread = *find_thread(profile, "node-overflow");
+    }).join();
+    tracetree::set_limits(saved);
+    REQUIRE(thread.roots.size() == 1);
+    const auto& parent = thread.roots[0];
+    CHECK(parent.children.size() == 14);
+    CHECK(parent.children[0].count == 1);  // the three nested calls did not land here
+    CHECK(parent.children[1].count == 2);
+    CHECK(parent.dropped == 1 + 3);
+    CHECK(thread.dropped_nodes == 4);
+}
+
+TEST_CASE("reset reaches a thread that never leaves its outermost scope") {
+    FakeClock clock;
+    std::atomic<int> phase{0};
+    std::atomic<std::uint64_t> rounds{0};
+    tracetree::ThreadProfile seen;
+    std::thread worker([&] {
+        tracetree::set_thread_name("long-lived");
+        TRACETREE_SCOPE("run loop");  // open for the thread's whole life
+        while (phase.load() < 2) {
+            { TRACETREE_SCOPE("tick"); }
+            rounds.fetch_add(1);
+        }
+    });
+    while (rounds.load() < 100) {
+    }
+    tracetree::reset();
+    const std::uint64_t at_reset = rounds.load();
+    while (rounds.load() < at_reset + 100) {
+    }
+    phase = 1;
+    const auto profile = tracetree::profile();
+    const auto* thread = find_thread(profile, "long-lived");
+    REQUIRE(thread != nullptr);
+    REQUIRE(thread->roots.size() == 1);
+    const auto* tick = find_child(thread->roots[0], "tick");
+    REQUIRE(tick != nullptr);
+    CHECK(tick->count > 0);
+    CHECK(tick->count < rounds.load());  // the ticks before the reset are gone
+    phase = 2;
+    worker.join();
 }

@@ -210,3 +210,63 @@ TEST_CASE("annotate adds key=value pairs to the traces being captured") {
     CHECK(trace->fields[0].first == "request_id");
     CHECK(trace->fields[0].second == "42");
 }
+
+TEST_CASE("move-assigning a session stops the one it replaces") {
+    for (int i = 0; i < 3 * tracetree::detail::kMaxSessions; ++i) {
+        TraceSession session(request("a"));
+        session = TraceSession(request("b"));
+    }
+    CHECK((tracetree::detail::g_flags.load() & tracetree::detail::kSessions) == 0);
+}
+
+TEST_CASE("an invocation costing exactly the minimum is captured") {
+    FakeClock clock;
+    TraceSession session(request("Mapper::map", 4ms, 1));
+    shop::Mapper::map(2, 2ms);
+    CHECK(session.next(1s).has_value());
+}
+
+TEST_CASE("stop() waits for a callback that is still running") {
+    FakeClock clock;
+    std::atomic<bool> entered{false}, release{false}, finished{false};
+    auto r = request("service", 0ms, 1);
+    r.on_trace = [&](const tracetree::Trace&) {
+        entered = true;
+        while (!release.load()) {
+        }
+        finished = true;
+    };
+    TraceSession session(std::move(r));
+    std::thread worker([] { shop::service(1); });
+    while (!entered.load()) {
+    }
+    bool finished_when_stopped = false;
+    std::thread stopper([&] {
+        session.stop();
+        finished_when_stopped = finished.load();
+    });
+    release = true;
+    stopper.join();
+    worker.join();
+    CHECK(finished_when_stopped);
+}
+
+TEST_CASE("stop() from inside its own callback does not wait for itself") {
+    FakeClock clock;
+    TraceSession* self = nullptr;
+    auto r = request("service", 0ms, 2);
+    r.on_trace = [&](const tracetree::Trace&) { self->stop(); };
+    TraceSession session(std::move(r));
+    self = &session;
+    shop::service(1);
+    CHECK(session.done());
+}
+
+TEST_CASE("stop() wakes a thread waiting for a capture") {
+    TraceSession session(request("never runs"));
+    std::optional<tracetree::Trace> received;
+    std::thread waiter([&] { received = session.next(std::chrono::hours(1)); });
+    session.stop();
+    waiter.join();
+    CHECK_FALSE(received.has_value());
+}

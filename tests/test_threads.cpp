@@ -147,6 +147,7 @@ TEST_CASE("fork() while another thread holds the registry: the child keeps recor
         unit_of_work();
         const pid_t child = fork();
         if (child == 0) {  // only async-signal-safe exits from here
+            alarm(10);       // a deadlock in the child fails the test instead of hanging it
             unit_of_work();
             const auto profile = tracetree::profile();
             const auto* self = find_thread(profile, "test-main");

@@ -39,7 +39,7 @@
 #define TRACETREE_MAX_NAME_LENGTH 1024
 #endif
 
-#include <algorithm>           // std::min, std::max, std::reverse
+#include <algorithm>           // std::min, std::max, std::reverse, std::any_of
 #include <atomic>              // the flags, counters and published sizes shared with readers
 #include <charconv>            // std::to_chars: shortest round-trip digits for Java's Double.toString
 #include <chrono>              // durations, steady_clock, system_clock
@@ -163,7 +163,7 @@ class TraceSession {
 public:
     explicit TraceSession(TraceRequest request);  // std::invalid_argument on bad input
     TraceSession(TraceSession&&) noexcept = default;
-    TraceSession& operator=(TraceSession&&) noexcept = default;
+    TraceSession& operator=(TraceSession&& other) noexcept;  // stops the session it held
     ~TraceSession();
 
     std::optional<Trace> next(Nanos timeout);     // the next queued capture, or nothing on timeout
@@ -254,20 +254,21 @@ std::string java_millis(Nanos duration);  // nanoseconds as milliseconds, printe
 #define TRACETREE_SCOPE(name)                                                                         \
     TRACETREE_DETAIL_SITE("" name, ::tracetree::detail::SiteKind::scope);                             \
     const ::tracetree::detail::Scope TRACETREE_DETAIL_UNIQUE(tracetree_scope_) { TRACETREE_DETAIL_UNIQUE(tracetree_site_) }
-// A scope named at run time (anything convertible to std::string_view). Slower: each call looks the
-// name up in a per-thread table (a hash and a compare); use it for URLs, not inner loops.
+// A scope named at run time (anything convertible to std::string_view), evaluated only while recording
+// is on. Slower: each call looks the name up in a per-thread table (a hash and a compare); use it for
+// URLs, not inner loops. Distinct names per thread are bounded like nodes; the rest are counted as dropped.
 #define TRACETREE_SCOPE_DYNAMIC(name)                                                                 \
     TRACETREE_DETAIL_SITE(nullptr, ::tracetree::detail::SiteKind::dynamic);                           \
     const ::tracetree::detail::Scope TRACETREE_DETAIL_UNIQUE(tracetree_scope_) {                      \
-        TRACETREE_DETAIL_UNIQUE(tracetree_site_), ::std::string_view(name)                            \
+        TRACETREE_DETAIL_UNIQUE(tracetree_site_), [&]() -> decltype(auto) { return (name); }          \
     }
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
-#define TRACETREE_DETAIL_HOT __attribute__((always_inline))  // the fast path stays in the caller
+#define TRACETREE_DETAIL_INLINE __attribute__((always_inline))  // the fast path stays in the caller
 #define TRACETREE_DETAIL_COLD __attribute__((noinline, cold))  // slow paths stay out of it
 #else
-#define TRACETREE_DETAIL_HOT
+#define TRACETREE_DETAIL_INLINE
 #define TRACETREE_DETAIL_COLD
 #endif
 
@@ -316,7 +317,8 @@ inline double ns_per_tick() noexcept {
 #endif
 }
 inline Nanos to_nanos(std::uint64_t tick_count, double ratio) noexcept {
-    return Nanos(static_cast<std::int64_t>(static_cast<double>(tick_count) * ratio + 0.5));
+    const double ns = static_cast<double>(tick_count) * ratio + 0.5;  // a clock that stepped back gives ~2^64
+    return ns >= 9.2e18 ? Nanos::max() : Nanos(static_cast<std::int64_t>(ns));
 }
 
 // ---- call sites -----------------------------------------------------------------------------
@@ -381,6 +383,11 @@ template <class T>
 inline void bump(std::atomic<T>& counter, T by = 1) noexcept {  // single writer: no locked add needed
     counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
+// The 32-bit counters (throws, dropped) stop at their maximum instead of wrapping to a small number.
+inline void bump_saturating(std::atomic<std::uint32_t>& counter, std::uint64_t by = 1) noexcept {
+    const std::uint64_t sum = counter.load(std::memory_order_relaxed) + by;
+    counter.store(sum > 0xFFFFFFFFu ? 0xFFFFFFFFu : static_cast<std::uint32_t>(sum), std::memory_order_relaxed);
+}
 
 class Arena {
 public:
@@ -400,12 +407,12 @@ public:
     }
 
     // The hot path: the node for `site` under the current node, made current. nullptr: not recorded.
-    TRACETREE_DETAIL_HOT NodeRecord* enter(const Site* site) noexcept {
+    TRACETREE_DETAIL_INLINE NodeRecord* enter(const Site* site) noexcept {
         if (depth_ >= depth_limit_.load(std::memory_order_relaxed)) return enter_limited(site);
         std::uint32_t index = cur_->hint;
         if (at(index)->site != site) {
             index = child(cur_index_, site);
-            if (index == 0) return drop(cur_, 1);
+            if (index == 0) return enter_overflow();
         }
         cur_index_ = index;
         cur_ = at(index);
@@ -413,12 +420,12 @@ public:
         return cur_;
     }
 
-    TRACETREE_DETAIL_HOT void leave(NodeRecord* node, std::uint64_t elapsed, int uncaught_at_entry) noexcept {
+    TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, std::uint64_t elapsed, int uncaught_at_entry) noexcept {
         bump(node->count);
         bump(node->total, elapsed);
         if (elapsed < node->min.load(std::memory_order_relaxed)) node->min.store(elapsed, std::memory_order_relaxed);
         if (elapsed > node->max.load(std::memory_order_relaxed)) node->max.store(elapsed, std::memory_order_relaxed);
-        if (uncaught_exceptions() > uncaught_at_entry) bump(node->throws);
+        if (uncaught_exceptions() > uncaught_at_entry) bump_saturating(node->throws);
         cur_index_ = node->parent;
         cur_ = at(cur_index_);
         --depth_;
@@ -437,7 +444,7 @@ public:
     }
 
     NodeRecord* drop(NodeRecord* parent, std::uint64_t calls) noexcept {  // counts calls not recorded
-        bump(parent->dropped, static_cast<std::uint32_t>(std::min<std::uint64_t>(calls, ~std::uint32_t{0})));
+        bump_saturating(parent->dropped, calls);
         bump(dropped_nodes_, calls);
         return nullptr;
     }
@@ -462,8 +469,9 @@ public:
         depth_limit_.store(0);
     }
     bool reset_pending() const noexcept { return reset_requested_.load() != reset_done_.load(); }
-    void apply_pending_reset() noexcept {  // owner only
-        if (depth_ == 0 && reset_pending()) zero();
+    // Owner only. Open scopes then add their whole call when they end.
+    void apply_pending_reset() noexcept {
+        if (reset_pending()) zero();
     }
     void set_max_depth(std::uint32_t max_depth) noexcept {
         max_depth_.store(max_depth);
@@ -471,24 +479,43 @@ public:
     }
 
 private:
-    void restore_depth_limit() noexcept {  // re-checked so that a concurrent request_reset is never lost
-        if (!reset_pending()) depth_limit_.store(max_depth_.load());
-        if (reset_pending()) depth_limit_.store(0);
+    // Re-checked after the store, so that a concurrent request_reset or overflow is never lost.
+    void restore_depth_limit() noexcept {
+        if (!reset_pending() && !in_overflow_.load()) depth_limit_.store(max_depth_.load());
+        if (reset_pending() || in_overflow_.load()) depth_limit_.store(0);
     }
 
     TRACETREE_DETAIL_COLD NodeRecord* enter_limited(const Site* site) noexcept {
+        if (cur_ == &overflow_) return drop(at(cur_index_), 1);  // inside a scope cut by the node limit
+        if (in_overflow_.load()) {  // that scope has ended
+            in_overflow_.store(false);
+            restore_depth_limit();
+        }
         apply_pending_reset();
         if (depth_ >= max_depth_.load(std::memory_order_relaxed)) {
-            bump(cur_->dropped);
+            bump_saturating(cur_->dropped);
             bump(dropped_depth_);
             return nullptr;
         }
         const std::uint32_t index = child(cur_index_, site);
-        if (index == 0) return drop(cur_, 1);
+        if (index == 0) return enter_overflow();
         cur_index_ = index;
         cur_ = at(index);
         ++depth_;
         return cur_;
+    }
+
+    // A scope past the node limit is entered as `overflow_`, a node outside the tree, so that the calls
+    // inside it are dropped with it instead of being filed under its parent. The depth limit reads 0
+    // meanwhile: nested scopes take enter_limited, the fast path never sees overflow_.
+    TRACETREE_DETAIL_COLD NodeRecord* enter_overflow() noexcept {
+        drop(cur_, 1);
+        overflow_.parent = cur_index_;  // leave() goes back to the real parent from here
+        cur_ = &overflow_;
+        ++depth_;
+        in_overflow_.store(true);
+        depth_limit_.store(0);
+        return &overflow_;
     }
 
     std::uint32_t add(std::uint32_t parent_index, const Site* site) noexcept {
@@ -533,7 +560,9 @@ private:
     std::uint32_t depth_ = 0;
     const std::uint32_t max_nodes_;
     std::atomic<std::uint32_t> max_depth_;
-    std::atomic<std::uint32_t> depth_limit_;  // max_depth_, or 0 while a reset is pending
+    std::atomic<std::uint32_t> depth_limit_;  // max_depth_, or 0 while a reset is pending or in overflow_
+    NodeRecord overflow_;
+    std::atomic<bool> in_overflow_{false};
     std::atomic<std::uint32_t> reset_requested_{0}, reset_done_{0};
     std::atomic<std::uint64_t> dropped_depth_{0}, dropped_nodes_{0};
     const unsigned int* const uncaught_;  // the owner's: arenas are made on the thread that fills them
@@ -564,7 +593,7 @@ inline Arena* thread_arena_slow() noexcept;  // creates the thread's state on it
 
 class Scope {
 public:
-    TRACETREE_DETAIL_HOT explicit Scope(Site& site) noexcept {
+    TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept {
         const std::uint8_t flags = g_flags.load(std::memory_order_relaxed);
         if ((flags & kRecording) == 0) return;  // runtime-disabled: one test, nothing else
         if (flags == kRecording || (flags == (kRecording | kSessions) && unwatched(site))) {
@@ -581,8 +610,12 @@ public:
         }
         begin_slow(site, flags);
     }
-    Scope(Site& site, std::string_view name) noexcept;  // TRACETREE_SCOPE_DYNAMIC
-    TRACETREE_DETAIL_HOT ~Scope() {
+    // TRACETREE_SCOPE_DYNAMIC: the name is computed only when recording is on.
+    template <class MakeName>
+    Scope(Site& site, MakeName&& make_name) {
+        if ((g_flags.load(std::memory_order_relaxed) & kRecording) != 0) begin_dynamic(site, make_name());
+    }
+    TRACETREE_DETAIL_INLINE ~Scope() {
         if (node_ == nullptr) return;
         if (mode_ == 0) {
             arena_->leave(node_, ticks() - start_, uncaught_);
@@ -604,6 +637,7 @@ private:
     static constexpr std::uint8_t kFakeClock = 2;
     static constexpr std::uint8_t kTimelineSpan = 4;
     TRACETREE_DETAIL_COLD inline void begin_slow(Site& site, std::uint8_t flags) noexcept;
+    TRACETREE_DETAIL_COLD inline void begin_dynamic(Site& site, std::string_view name) noexcept;
     TRACETREE_DETAIL_COLD inline void end_slow() noexcept;
 
     NodeRecord* node_ = nullptr;  // null: not recorded, and nothing else below is read
@@ -682,8 +716,14 @@ struct SessionState {
     std::condition_variable changed;
     std::deque<Trace> queue;
     std::uint64_t delivered = 0;
+    std::uint32_t callbacks_running = 0;  // stop() waits for them: the callback may use the caller's stack
     bool stopped = false;
 };
+
+inline const SessionState*& callback_session() noexcept {  // whose callback this thread is running
+    static thread_local const SessionState* session = nullptr;
+    return session;
+}
 
 inline constexpr int kMaxSessions = 32;
 
@@ -701,7 +741,7 @@ inline void update_session_flag_locked(const SessionRegistry& registry) noexcept
     for (const auto& slot : registry.slots) any = any || slot != nullptr;
     if (any) g_flags.fetch_or(kSessions, std::memory_order_relaxed);
     else g_flags.fetch_and(static_cast<std::uint8_t>(~kSessions), std::memory_order_relaxed);
-    g_epoch.fetch_add(1, std::memory_order_release);
+    if (g_epoch.fetch_add(1, std::memory_order_release) + 1 == 0) g_epoch.fetch_add(1);  // 0: never decided
 }
 
 inline void unregister_session(SessionState& state) {
@@ -713,13 +753,15 @@ inline void unregister_session(SessionState& state) {
 }
 
 // The sessions watching `site`, decided once per site and session epoch.
-inline std::uint32_t watch_mask(Site& site) {
+// `epoch` receives the session epoch the mask belongs to: a slot may be reused by another session later.
+inline std::uint32_t watch_mask(Site& site, std::uint32_t& epoch) {
     const std::uint64_t cached = site.watch.load(std::memory_order_acquire);
-    if ((cached >> 32) == g_epoch.load(std::memory_order_acquire)) return static_cast<std::uint32_t>(cached);
+    epoch = g_epoch.load(std::memory_order_acquire);
+    if ((cached >> 32) == epoch) return static_cast<std::uint32_t>(cached);
     SessionRegistry& registry = sessions();
     const std::string name = match_name(site);
     std::lock_guard<std::mutex> lock(registry.mutex);
-    const std::uint32_t epoch = g_epoch.load(std::memory_order_relaxed);
+    epoch = g_epoch.load(std::memory_order_relaxed);
     std::uint32_t mask = 0;
     for (int i = 0; i < kMaxSessions; ++i)
         if (registry.slots[i] && registry.slots[i]->matcher.matches(name)) mask |= 1u << i;
@@ -740,7 +782,8 @@ struct Capture {
 struct DynamicSite {
     std::string name;
     Site site;
-    explicit DynamicSite(std::string text) : name(std::move(text)), site(nullptr, "", 0, SiteKind::dynamic) {
+    DynamicSite(std::string text, const Site& origin)
+        : name(std::move(text)), site(nullptr, origin.file, static_cast<int>(origin.line), SiteKind::dynamic) {
         site.text = name.c_str();
     }
 };
@@ -763,7 +806,8 @@ struct ThreadState {
     // Owner only:
     std::vector<std::unique_ptr<Capture>> captures;
     std::uint32_t capturing = 0;  // sessions already being captured on this thread
-    std::unordered_map<std::string, std::unique_ptr<DynamicSite>> dynamic_sites;
+    std::unordered_map<std::string, std::unique_ptr<DynamicSite>> dynamic_sites;  // bounded by max_nodes
+    std::string dynamic_key;  // reused: no allocation per dynamic scope once it has grown
     std::uint32_t timeline_depth = 0;
 
     std::mutex timeline_mutex;  // the owner appends, timeline() copies
@@ -1014,14 +1058,22 @@ struct ThreadOwner {  // its destructor runs at thread exit
 inline void install_fork_handlers() noexcept {
 #if defined(__unix__) || defined(__APPLE__)
     static const int installed = pthread_atfork(
-        [] {
+        [] {  // lock order as everywhere: registry, this thread's own, sessions, names
             threads().mutex.lock();
+            if (ThreadState* self = tls_state()) {
+                self->timeline_mutex.lock();
+                self->name_mutex.lock();
+            }
             sessions().mutex.lock();
             name_cache().mutex.lock();
         },
         [] {
             name_cache().mutex.unlock();
             sessions().mutex.unlock();
+            if (ThreadState* self = tls_state()) {
+                self->name_mutex.unlock();
+                self->timeline_mutex.unlock();
+            }
             threads().mutex.unlock();
         },
         [] {
@@ -1032,6 +1084,10 @@ inline void install_fork_handlers() noexcept {
             registry.live.erase(std::remove(registry.live.begin(), registry.live.end(), nullptr), registry.live.end());
             name_cache().mutex.unlock();
             sessions().mutex.unlock();
+            if (ThreadState* self = tls_state()) {
+                self->name_mutex.unlock();
+                self->timeline_mutex.unlock();
+            }
             registry.mutex.unlock();
         });
     (void)installed;
@@ -1082,12 +1138,14 @@ void Scope::begin_slow(Site& site, std::uint8_t flags) noexcept {  // declared i
     ThreadState& state = *tls_state();
     arena->apply_pending_reset();  // before a capture, whose data is merged into this arena later
     try {
-        std::uint32_t mask = (flags & kSessions) != 0 ? watch_mask(site) & ~state.capturing : 0;
+        std::uint32_t epoch = 0;
+        std::uint32_t mask = (flags & kSessions) != 0 ? watch_mask(site, epoch) & ~state.capturing : 0;
         if (mask != 0) {  // outermost watched scope for these sessions: record it into its own arena
             std::vector<std::shared_ptr<SessionState>> watching;
             {
                 SessionRegistry& registry = sessions();
                 std::lock_guard<std::mutex> lock(registry.mutex);
+                if (g_epoch.load(std::memory_order_relaxed) != epoch) mask = 0;  // sessions changed: not this call
                 for (int i = 0; i < kMaxSessions; ++i)
                     if ((mask & (1u << i)) != 0 && registry.slots[i]) watching.push_back(registry.slots[i]);
             }
@@ -1099,9 +1157,10 @@ void Scope::begin_slow(Site& site, std::uint8_t flags) noexcept {  // declared i
                 capture->mask = mask;
                 capture->sessions = std::move(watching);
                 capture->trace.start = std::chrono::system_clock::now();
+                Arena* capture_arena = &capture->arena;
+                state.captures.push_back(std::move(capture));  // the last step that can throw
                 state.capturing |= mask;
-                arena = &capture->arena;
-                state.captures.push_back(std::move(capture));
+                arena = capture_arena;
                 tls_arena() = arena;
                 mode_ |= kCaptureRoot;
             }
@@ -1128,18 +1187,25 @@ void Scope::begin_slow(Site& site, std::uint8_t flags) noexcept {  // declared i
     start_ = now_ticks((mode_ & kFakeClock) != 0);
 }
 
-inline Scope::Scope(Site& site, std::string_view name) noexcept {
-    const std::uint8_t flags = g_flags.load(std::memory_order_relaxed);
-    if ((flags & kRecording) == 0) return;
+void Scope::begin_dynamic(Site& site, std::string_view name) noexcept {  // declared inline in the class
     ThreadState* state = thread_state();
     if (state == nullptr) return;
     try {
-        if (name.size() > TRACETREE_MAX_NAME_LENGTH) name = name.substr(0, TRACETREE_MAX_NAME_LENGTH);
-        std::string key(reinterpret_cast<const char*>(&site), sizeof(Site*));  // per call site, per name
-        key.append(name.data(), name.size());
-        auto& slot = state->dynamic_sites[key];
-        if (!slot) slot = std::make_unique<DynamicSite>(std::string(name));
-        begin_slow(slot->site, flags);
+        name = name.substr(0, TRACETREE_MAX_NAME_LENGTH);
+        const Site* const origin = &site;  // the key: which call site, then which name
+        state->dynamic_key.assign(reinterpret_cast<const char*>(&origin), sizeof origin);
+        state->dynamic_key.append(name.data(), name.size());
+        auto found = state->dynamic_sites.find(state->dynamic_key);
+        if (found == state->dynamic_sites.end()) {
+            Arena& arena = *tls_arena();
+            if (state->dynamic_sites.size() >= arena.max_nodes()) {  // as many names as nodes: no room left
+                arena.drop(arena.at(arena.current()), 1);
+                return;
+            }
+            auto made = std::make_unique<DynamicSite>(std::string(name), site);
+            found = state->dynamic_sites.emplace(state->dynamic_key, std::move(made)).first;
+        }
+        begin_slow(found->second->site, g_flags.load(std::memory_order_relaxed));
     } catch (...) {  // out of memory: this call is not recorded
     }
 }
@@ -1149,21 +1215,33 @@ inline void deliver(SessionState& session, const Trace& trace) {
     {
         std::lock_guard<std::mutex> lock(session.mutex);
         if (session.stopped) return;
+        ++session.callbacks_running;
     }
+    struct Finished {
+        SessionState& session;
+        ~Finished() {
+            {
+                std::lock_guard<std::mutex> lock(session.mutex);
+                --session.callbacks_running;
+            }
+            session.changed.notify_all();
+        }
+    } finished{session};
     const std::uint64_t ticket = session.reserved.fetch_add(1, std::memory_order_relaxed);
     if (ticket >= session.limit) return;
     if (session.on_trace) {
+        callback_session() = &session;
         try {
             session.on_trace(trace);
         } catch (...) {  // a throwing callback must not unwind through the traced program
         }
+        callback_session() = nullptr;
     }
     {
         std::lock_guard<std::mutex> lock(session.mutex);
         if (!session.on_trace) session.queue.push_back(trace);
         ++session.delivered;
     }
-    session.changed.notify_all();
     if (ticket + 1 == session.limit) unregister_session(session);
 }
 
@@ -1187,8 +1265,8 @@ inline void merge_capture(const Arena& from, Arena& into) {
         NodeRecord& target = *into.at(index);
         bump(target.count, count);
         bump(target.total, source.total.load(std::memory_order_relaxed));
-        bump(target.throws, source.throws.load(std::memory_order_relaxed));
-        bump(target.dropped, source.dropped.load(std::memory_order_relaxed));
+        bump_saturating(target.throws, source.throws.load(std::memory_order_relaxed));
+        bump_saturating(target.dropped, source.dropped.load(std::memory_order_relaxed));
         target.min.store(std::min(target.min.load(std::memory_order_relaxed), source.min.load(std::memory_order_relaxed)),
                          std::memory_order_relaxed);
         target.max.store(std::max(target.max.load(std::memory_order_relaxed), source.max.load(std::memory_order_relaxed)),
@@ -1205,15 +1283,13 @@ void Scope::end_slow() noexcept {  // declared inline in the class
     ThreadState& state = *tls_state();
     if ((mode_ & kTimelineSpan) != 0) {
         --state.timeline_depth;
-        std::lock_guard<std::mutex> lock(state.timeline_mutex);
-        if (state.spans.size() < g_timeline_limit.load(std::memory_order_relaxed)) {
-            try {
+        try {
+            std::lock_guard<std::mutex> lock(state.timeline_mutex);
+            if (node_->site != nullptr && state.spans.size() < g_timeline_limit.load(std::memory_order_relaxed))
                 state.spans.push_back(RawSpan{node_->site, start_, end, state.timeline_depth, threw});
-            } catch (...) {
+            else
                 ++state.spans_dropped;
-            }
-        } else {
-            ++state.spans_dropped;
+        } catch (...) {  // out of memory: the span is lost, the program goes on
         }
     }
     if ((mode_ & kCaptureRoot) == 0) return;
@@ -1222,7 +1298,12 @@ void Scope::end_slow() noexcept {  // declared inline in the class
     state.capturing &= ~capture->mask;
     tls_arena() = capture->parent;
     try {
-        std::vector<Node> roots = to_values(capture->arena, ns_per_tick());
+        const double ratio = ns_per_tick();
+        const Nanos cost = to_nanos(end - start_, ratio);
+        const bool wanted = std::any_of(capture->sessions.begin(), capture->sessions.end(), [&](const auto& session) {
+            return cost >= session->min_cost && session->reserved.load(std::memory_order_relaxed) < session->limit;
+        });
+        std::vector<Node> roots = wanted ? to_values(capture->arena, ratio) : std::vector<Node>{};  // cheap calls skip this
         if (!roots.empty()) {
             Trace& trace = capture->trace;
             trace.root = std::move(roots.front());
@@ -1520,6 +1601,14 @@ inline TraceSession::TraceSession(TraceRequest request) {
     throw std::invalid_argument("tracetree: too many trace sessions (at most 32 at once)");
 }
 
+inline TraceSession& TraceSession::operator=(TraceSession&& other) noexcept {
+    if (this != &other) {
+        stop();
+        state_ = std::move(other.state_);
+    }
+    return *this;
+}
+
 inline TraceSession::~TraceSession() {
     if (state_) stop();
 }
@@ -1527,11 +1616,13 @@ inline TraceSession::~TraceSession() {
 inline void TraceSession::stop() {
     if (!state_) return;
     detail::unregister_session(*state_);
-    {
-        std::lock_guard<std::mutex> lock(state_->mutex);
-        state_->stopped = true;
-    }
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    state_->stopped = true;
     state_->changed.notify_all();
+    // A callback still running may use what the caller is about to destroy; from inside the callback
+    // itself, waiting would never end.
+    const std::uint32_t own = detail::callback_session() == state_.get() ? 1 : 0;
+    state_->changed.wait(lock, [&] { return state_->callbacks_running <= own; });
 }
 
 inline std::optional<Trace> TraceSession::next(Nanos timeout) {
