@@ -147,6 +147,14 @@ TEST_CASE("bad requests get clear errors") {
     CHECK_THROWS_AS(TraceSession(request("x", 0ms, 2000000)), std::invalid_argument);
     CHECK_THROWS_AS(TraceSession(request("x", -1ms, 1)), std::invalid_argument);
     CHECK_THROWS_AS(TraceSession(request(std::string(5000, '*'))), std::invalid_argument);
+    auto huge_repeat = request("a{3111111111111111111}");
+    huge_repeat.regex = true;
+    CHECK_THROWS_WITH_AS(TraceSession(std::move(huge_repeat)),
+                         "tracetree: bad regex 'a{3111111111111111111}': repetition count above 1000",
+                         std::invalid_argument);
+    auto fine_repeat = request("a{2,1000}\\{9999}");
+    fine_repeat.regex = true;
+    CHECK_NOTHROW(TraceSession(std::move(fine_repeat)));
     std::vector<TraceSession> many;
     for (int i = 0; i < tracetree::detail::kMaxSessions; ++i) many.emplace_back(request("x"));
     CHECK_THROWS_WITH_AS(TraceSession(request("x")), "tracetree: too many trace sessions (at most 32 at once)",

@@ -655,6 +655,7 @@ public:
         if (pattern.empty()) throw std::invalid_argument("tracetree: empty trace pattern");
         if (pattern.size() > 4096) throw std::invalid_argument("tracetree: trace pattern longer than 4096 characters");
         if (regex) {
+            check_repetitions(pattern);
             try {
                 regex_ = std::regex(pattern, std::regex::ECMAScript);
             } catch (const std::regex_error& e) {
@@ -673,6 +674,23 @@ public:
     }
 
 private:
+    // libstdc++ expands `x{n}` into n states and overflows on huge n (undefined behaviour): bound it.
+    static void check_repetitions(const std::string& pattern) {
+        for (std::size_t i = 0; i < pattern.size(); ++i) {
+            if (pattern[i] == '\\') {
+                ++i;
+                continue;
+            }
+            if (pattern[i] != '{') continue;
+            unsigned long count = 0;
+            for (std::size_t j = i + 1; j < pattern.size() && pattern[j] != '}'; ++j) {
+                if (pattern[j] == ',') count = 0;
+                else if (pattern[j] >= '0' && pattern[j] <= '9') count = count * 10 + static_cast<unsigned long>(pattern[j] - '0');
+                if (count > 1000)
+                    throw std::invalid_argument("tracetree: bad regex '" + pattern + "': repetition count above 1000");
+            }
+        }
+    }
     bool matches_whole(std::string_view name) const {
         if (is_regex_) return std::regex_match(name.begin(), name.end(), regex_);
         return glob(pattern_, name);

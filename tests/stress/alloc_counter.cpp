@@ -1,13 +1,35 @@
-// Replaces the global operator new/delete with ones that count live bytes, so the stress tests can
-// state memory bounds as byte counts (exact and independent of timing, page sizes or allocator
-// caches) rather than resident-set sizes. Each block carries its size in a 16-byte header, which
-// keeps the user pointer aligned for every fundamental type. Aligned (align_val_t) forms are left to
-// the library: tracetree allocates nothing over-aligned.
+// Heap-byte counts for the stress tests' memory bounds: exact and independent of timing, page sizes
+// or allocator caches, unlike resident-set sizes.
+//
+// Plain builds replace the global operator new/delete with ones that count live bytes; each block
+// carries its size in a 16-byte header, which keeps the user pointer aligned for every fundamental
+// type (aligned align_val_t forms are left to the library: tracetree allocates nothing over-aligned).
+// ASan and TSan own operator new (clang links it statically, so a second one does not link); there the
+// sanitizer's own count of allocated bytes is used, and no peak is kept.
 #include "stress.hpp"
 
 #include <atomic>
 #include <cstdlib>
 #include <new>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define STRESS_SANITIZER_HEAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define STRESS_SANITIZER_HEAP 1
+#endif
+#endif
+
+#ifdef STRESS_SANITIZER_HEAP
+#include <sanitizer/allocator_interface.h>
+
+namespace stress {
+std::int64_t heap_live_bytes() noexcept { return static_cast<std::int64_t>(__sanitizer_get_current_allocated_bytes()); }
+std::int64_t heap_peak_bytes() noexcept { return -1; }
+void heap_reset_peak() noexcept {}
+}  // namespace stress
+
+#else
 
 namespace {
 
@@ -57,3 +79,5 @@ void operator delete(void* pointer, std::size_t) noexcept { release(pointer); }
 void operator delete[](void* pointer, std::size_t) noexcept { release(pointer); }
 void operator delete(void* pointer, const std::nothrow_t&) noexcept { release(pointer); }
 void operator delete[](void* pointer, const std::nothrow_t&) noexcept { release(pointer); }
+
+#endif

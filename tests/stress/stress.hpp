@@ -45,8 +45,8 @@ inline const tracetree::ThreadProfile* find_thread(const tracetree::Profile& pro
 using Rng = std::minstd_rand;
 inline std::uint32_t pick(Rng& rng, std::uint32_t n) { return static_cast<std::uint32_t>(rng() % n); }
 
-// Bytes currently allocated through operator new, and the most ever allocated at once (every stress
-// binary links alloc_counter.cpp, which replaces operator new to count them).
+// Bytes currently allocated on the heap, and the most allocated at once since heap_reset_peak()
+// (every stress binary links alloc_counter.cpp). Under ASan and TSan the peak is not known: -1.
 std::int64_t heap_live_bytes() noexcept;
 std::int64_t heap_peak_bytes() noexcept;
 void heap_reset_peak() noexcept;  // peak := live

@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -23,7 +24,7 @@
 namespace stress {
 
 constexpr int kRecorders = 8;        // four per core on the 2-core CI machine
-constexpr int kTopLevelCalls = 400;  // per recorder and phase
+constexpr int kTopLevelCalls = 3000; // per recorder and phase
 constexpr int kMaxNesting = 4;
 
 // Records the shape it walks twice: through tracetree's scopes, and in its own path -> count map.
@@ -122,6 +123,26 @@ struct Problems {
     }
 };
 
+// Work done by the helper threads. Recorders wait at checkpoints until every helper has made
+// progress since their last one, so that snapshots, sessions and resets interleave with recording
+// however the threads are scheduled (without this, fast recorders may finish before a helper has run).
+struct Progress {
+    std::atomic<std::uint64_t> snapshots{0}, sessions{0}, resets{0};
+};
+Progress g_progress;
+constexpr int kCheckpointEvery = 100;  // top-level calls
+
+void checkpoint(bool with_resets, std::uint64_t (&seen)[3]) {
+    for (;;) {
+        const std::uint64_t now[3] = {g_progress.snapshots.load(), g_progress.sessions.load(), g_progress.resets.load()};
+        if (now[0] > seen[0] && now[1] > seen[1] && (!with_resets || now[2] > seen[2])) {
+            std::copy(now, now + 3, seen);
+            return;
+        }
+        std::this_thread::yield();
+    }
+}
+
 // Takes and renders snapshots until `stop`. With `monotonic`, counts must never go backwards.
 // Returns the last snapshot of each recorder's counts.
 std::map<std::string, Counts> snapshots(const std::string& prefix, bool monotonic, const std::atomic<bool>& stop,
@@ -130,6 +151,7 @@ std::map<std::string, Counts> snapshots(const std::string& prefix, bool monotoni
     while (!stop.load()) {
         const tracetree::Profile profile = tracetree::profile();
         ++taken;
+        g_progress.snapshots.fetch_add(1);
         for (const auto& thread : profile.threads) {
             if (thread.thread_name.rfind(prefix, 0) != 0) continue;
             for (const auto& root : thread.roots)
@@ -165,7 +187,8 @@ const std::vector<PatternCase>& pattern_cases() {
         {"function_?", false, [](const std::string& n) { return n == "stress::function_a()" || n == "stress::function_b()"; }},
         {"stress::*", false, [](const std::string& n) { return n.rfind("stress::", 0) == 0; }},
         {"dyn/*", false, [](const std::string& n) { return n.rfind("dyn/", 0) == 0; }},
-        {"*", false, [](const std::string& n) { return n == "top"; }},  // the outermost watched scope
+        // The outermost scope entered after the session started: any of them.
+        {"*", false, [](const std::string& n) { return known_name(n); }},
         {"be.a", true, [](const std::string& n) { return n == "beta"; }},
         {"function_(a|b)", true, [](const std::string& n) { return n == "stress::function_a()" || n == "stress::function_b()"; }},
         {"dyn/[02]", true, [](const std::string& n) { return n == "dyn/0" || n == "dyn/2"; }},
@@ -190,6 +213,7 @@ void sessions(std::uint32_t seed, const std::atomic<bool>& stop, Problems& probl
         std::vector<tracetree::Trace> traces;
         {
             tracetree::TraceSession session(request);
+            g_progress.sessions.fetch_add(1);
             // A bounded wait, not a sleep: returns as soon as the limit is reached.
             for (auto& t : session.collect(std::chrono::microseconds(200 + pick(rng, 2000)))) traces.push_back(std::move(t));
             if (pick(rng, 2) == 0) session.stop();
@@ -233,6 +257,7 @@ PhaseResult run_phase(const std::string& prefix, bool with_resets, Problems& pro
             while (!recorders_done.load()) {
                 tracetree::reset();
                 ++resets;
+                g_progress.resets.fetch_add(1);
                 std::this_thread::yield();
             }
         });
@@ -242,7 +267,11 @@ PhaseResult run_phase(const std::string& prefix, bool with_resets, Problems& pro
         recorders.emplace_back([&, i] {
             tracetree::set_thread_name(prefix + std::to_string(i));
             Recorder recorder(static_cast<std::uint32_t>(7 + i));
-            for (int call = 0; call < kTopLevelCalls; ++call) top_level(recorder);
+            std::uint64_t seen[3] = {g_progress.snapshots.load(), g_progress.sessions.load(), g_progress.resets.load()};
+            for (int call = 0; call < kTopLevelCalls; ++call) {
+                if (call % kCheckpointEvery == 0) checkpoint(with_resets, seen);
+                top_level(recorder);
+            }
             result.expected[static_cast<std::size_t>(i)] = std::move(recorder.counts);
             if (--recorders_left == 0) recorders_done = true;
         });
