@@ -657,6 +657,8 @@ public:
         if (regex) {
             check_repetitions(pattern);
             try {
+                static std::mutex compiling;  // libstdc++'s ctype<char>::narrow cache is not thread-safe
+                std::lock_guard<std::mutex> lock(compiling);
                 regex_ = std::regex(pattern, std::regex::ECMAScript);
             } catch (const std::regex_error& e) {
                 throw std::invalid_argument("tracetree: bad regex '" + pattern + "': " + e.what());
@@ -677,8 +679,13 @@ private:
     // libstdc++ expands `x{n}` into n states and overflows on huge n (undefined behaviour): bound it.
     static void check_repetitions(const std::string& pattern) {
         for (std::size_t i = 0; i < pattern.size(); ++i) {
-            if (pattern[i] == '\\') {
-                ++i;
+            if (pattern[i] == '\\') {  // `\N`: a back-reference number, read like a count
+                std::size_t j = i + 1;
+                unsigned long number = 0;
+                for (; j < pattern.size() && pattern[j] >= '0' && pattern[j] <= '9'; ++j)
+                    if ((number = number * 10 + static_cast<unsigned long>(pattern[j] - '0')) > 1000)
+                        throw std::invalid_argument("tracetree: bad regex '" + pattern + "': back-reference above 1000");
+                i = j == i + 1 ? i + 1 : j - 1;  // past the escaped character or the digits
                 continue;
             }
             if (pattern[i] != '{') continue;
@@ -698,12 +705,12 @@ private:
     static bool glob(std::string_view pattern, std::string_view text) {
         std::size_t p = 0, t = 0, star = std::string_view::npos, resume = 0;
         while (t < text.size()) {
-            if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
-                ++p;
-                ++t;
-            } else if (p < pattern.size() && pattern[p] == '*') {
+            if (p < pattern.size() && pattern[p] == '*') {  // before the literal test: names contain '*' too
                 star = p++;
                 resume = t;
+            } else if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+                ++p;
+                ++t;
             } else if (star != std::string_view::npos) {
                 p = star + 1;
                 t = ++resume;
@@ -776,13 +783,18 @@ inline std::uint32_t watch_mask(Site& site, std::uint32_t& epoch) {
     const std::uint64_t cached = site.watch.load(std::memory_order_acquire);
     epoch = g_epoch.load(std::memory_order_acquire);
     if ((cached >> 32) == epoch) return static_cast<std::uint32_t>(cached);
-    SessionRegistry& registry = sessions();
+    std::shared_ptr<SessionState> watching[kMaxSessions];
+    {
+        SessionRegistry& registry = sessions();
+        std::lock_guard<std::mutex> lock(registry.mutex);
+        epoch = g_epoch.load(std::memory_order_relaxed);
+        std::copy(std::begin(registry.slots), std::end(registry.slots), std::begin(watching));
+    }
+    // Matched outside the lock: a slow regex then stalls this thread only, not every thread that traces.
     const std::string name = match_name(site);
-    std::lock_guard<std::mutex> lock(registry.mutex);
-    epoch = g_epoch.load(std::memory_order_relaxed);
     std::uint32_t mask = 0;
     for (int i = 0; i < kMaxSessions; ++i)
-        if (registry.slots[i] && registry.slots[i]->matcher.matches(name)) mask |= 1u << i;
+        if (watching[i] && watching[i]->matcher.matches(name)) mask |= 1u << i;
     site.watch.store((std::uint64_t{epoch} << 32) | mask, std::memory_order_release);
     return mask;
 }
@@ -1077,6 +1089,9 @@ inline void install_fork_handlers() noexcept {
 #if defined(__unix__) || defined(__APPLE__)
     static const int installed = pthread_atfork(
         [] {  // lock order as everywhere: registry, this thread's own, sessions, names
+            // A static being initialised by another thread at the fork would stay "in progress" in
+            // the child, whose first use of it would wait for ever: let that initialisation finish.
+            tick_anchor();
             threads().mutex.lock();
             if (ThreadState* self = tls_state()) {
                 self->timeline_mutex.lock();
@@ -1111,6 +1126,10 @@ inline void install_fork_handlers() noexcept {
     (void)installed;
 #endif
 }
+// Before main (dynamic initialisation of an inline variable): profile(), reset() and sessions take the
+// same locks, and the tick anchor's guard, from threads that never record, so installing the handlers
+// at a thread's first scope is too late for them.
+inline const bool g_fork_handlers_installed = (install_fork_handlers(), true);
 
 inline Arena* thread_arena_slow() noexcept {
     if (tls_arena() != nullptr) return tls_arena();
@@ -1124,9 +1143,12 @@ inline Arena* thread_arena_slow() noexcept {
         {
             std::lock_guard<std::mutex> lock(registry.mutex);
             state = std::make_shared<ThreadState>(registry.next_id++, registry.limits);
+        }
+        state->refresh_os_name();  // before any snapshot can see the thread
+        {
+            std::lock_guard<std::mutex> lock(registry.mutex);
             registry.live.push_back(state);
         }
-        state->refresh_os_name();
         owner.state = state;
         tls_state() = state.get();
         tls_arena() = &state->main;

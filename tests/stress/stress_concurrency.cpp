@@ -24,7 +24,7 @@
 namespace stress {
 
 constexpr int kRecorders = 8;        // four per core on the 2-core CI machine
-constexpr int kTopLevelCalls = 3000; // per recorder and phase
+constexpr int kTopLevelCalls = 2000; // per recorder and phase
 constexpr int kMaxNesting = 4;
 
 // Records the shape it walks twice: through tracetree's scopes, and in its own path -> count map.
