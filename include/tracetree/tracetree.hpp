@@ -864,6 +864,7 @@ struct ThreadRegistry {
     std::vector<ThreadProfile> exited;  // folded by thread name: memory bounded by distinct names
     std::vector<ThreadTimeline> exited_timelines;  // likewise
     std::uint32_t next_id = 1;
+    std::uint64_t resets = 0;  // an exiting thread's data taken before a reset must not come back after it
     Limits limits;
 };
 inline ThreadRegistry& threads() {
@@ -1033,12 +1034,18 @@ inline ThreadTimeline thread_timeline(ThreadState& state, double ratio) {
 
 inline void retire_thread(ThreadState& state) {
     ThreadRegistry& registry = threads();
+    std::uint64_t resets_before = 0;
+    {
+        std::lock_guard<std::mutex> lock(registry.mutex);
+        resets_before = registry.resets;
+    }
     state.refresh_os_name();
     const double ratio = ns_per_tick();
     ThreadProfile profile = thread_profile(state, ratio);
     profile.exited = true;
     ThreadTimeline timeline = thread_timeline(state, ratio);
     std::lock_guard<std::mutex> lock(registry.mutex);
+    if (registry.resets != resets_before) profile.roots.clear();  // taken before a reset() that has run since
     if (!timeline.spans.empty() || timeline.dropped != 0) {
         auto same = std::find_if(registry.exited_timelines.begin(), registry.exited_timelines.end(),
                                  [&](const ThreadTimeline& t) { return t.thread_name == timeline.thread_name; });
@@ -1621,6 +1628,7 @@ inline void reset() {
     std::lock_guard<std::mutex> lock(registry.mutex);
     for (const auto& state : registry.live) state->main.request_reset();
     registry.exited.clear();
+    ++registry.resets;
 }
 
 inline TraceSession::TraceSession(TraceRequest request) {
