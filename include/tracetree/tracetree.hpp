@@ -414,6 +414,10 @@ public:
             index = child(cur_index_, site);
             if (index == 0) return enter_overflow();
         }
+        return descend(index);
+    }
+
+    TRACETREE_DETAIL_INLINE NodeRecord* descend(std::uint32_t index) noexcept {
         cur_index_ = index;
         cur_ = at(index);
         ++depth_;
@@ -499,10 +503,7 @@ private:
         }
         const std::uint32_t index = child(cur_index_, site);
         if (index == 0) return enter_overflow();
-        cur_index_ = index;
-        cur_ = at(index);
-        ++depth_;
-        return cur_;
+        return descend(index);
     }
 
     // A scope past the node limit is entered as `overflow_`, a node outside the tree, so that the calls
@@ -1214,16 +1215,8 @@ void Scope::begin_slow(Site& site, std::uint8_t flags) noexcept {  // declared i
         }
     } catch (...) {  // out of memory while starting a capture: record the scope without it
     }
-    node_ = arena->enter(&site);
-    if (node_ == nullptr) {
-        if ((mode_ & kCaptureRoot) != 0) {  // cannot happen for a fresh arena, kept for safety
-            state.capturing &= ~state.captures.back()->mask;
-            tls_arena() = state.captures.back()->parent;
-            state.captures.pop_back();
-        }
-        mode_ = 0;
-        return;
-    }
+    node_ = arena->enter(&site);  // never null for a fresh capture arena: it has room for its root
+    if (node_ == nullptr) return;
     arena_ = arena;
     if ((flags & kTestClock) != 0) mode_ |= kFakeClock;
     if ((flags & kTimeline) != 0) {
