@@ -12,7 +12,7 @@
 // instructions by the difference in operations, which cancels start-up and warm-up.
 #include "kernels.hpp"
 
-#include <tracetree/tracetree.hpp>
+#include <tracetree/all.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +32,11 @@ namespace bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BENCH_TSC 1  // the recorder's clock on this machine: the time-stamp counter
+#else
+#define BENCH_TSC 0
+#endif
 using tracetree::detail::Scope;
 using tracetree::detail::Site;
 
@@ -39,13 +44,13 @@ volatile std::uint64_t g_sink = 0;  // results land here so that no kernel is de
 
 // ---- kernels: n iterations each; the scope loops mirror what the macros expand to -------------
 
-#if TRACETREE_USE_TSC
+#if BENCH_TSC
 [[gnu::noinline]] std::uint64_t run_tsc_pair(std::uint64_t n) {  // what an enabled scope must read
     std::uint64_t sum = 0;
     for (std::uint64_t i = 0; i < n; ++i) {
-        const std::uint64_t start = __rdtsc();
+        const std::uint64_t start = __builtin_ia32_rdtsc();
         clobber();
-        sum += __rdtsc() - start;
+        sum += __builtin_ia32_rdtsc() - start;
     }
     return sum;
 }
@@ -215,15 +220,15 @@ Memory measure_memory() {
     Memory m;
     std::thread worker([&] {
         tracetree::set_thread_name("bench-memory");
-        const tracetree::detail::Arena& arena = *tracetree::detail::tls_arena();
+        const tracetree::detail::Tree& tree = *tracetree::detail::runtime().this_thread()->main;
         three_sites();
-        m.nodes_after_one = arena.size() - 1;  // node 0 is the root every arena has
+        m.nodes_after_one = tree.nodes() - 1;  // node 0 is the root every arena has
         g_allocated.store(0);
         g_counting.store(true);
         for (std::uint64_t i = 1; i < m.calls; ++i) three_sites();
         g_counting.store(false);
         m.bytes_during_calls = g_allocated.load();
-        m.nodes_after_all = arena.size() - 1;
+        m.nodes_after_all = tree.nodes() - 1;
     });
     worker.join();
     m.recorded = recorded("bench-memory", "mem.outer");
@@ -297,7 +302,7 @@ int timing_mode(int rounds, std::uint64_t n) {
             const tracetree::Profile p = tracetree::profile();
             const Clock::time_point taken = Clock::now();
             std::ostringstream out;
-            tracetree::render(out, p, {tracetree::Colour::never, false});
+            tracetree::render(out, p, tracetree::RenderOptions().colour(tracetree::Colour::never));
             const Clock::time_point done = Clock::now();
             rendered = out.str().size();
             snapshot_us.push_back(static_cast<double>((taken - start).count()) * per_10k / 1000.0);
@@ -308,8 +313,8 @@ int timing_mode(int rounds, std::uint64_t n) {
     });
 
     std::vector<Bench> benches = {
-#if TRACETREE_USE_TSC
-        {"two `__rdtsc()` reads (baseline)", timed<run_tsc_pair>, 1, {}, {}},
+#if BENCH_TSC
+        {"two `__builtin_ia32_rdtsc()` reads (baseline)", timed<run_tsc_pair>, 1, {}, {}},
 #endif
         {"two `steady_clock::now()` (baseline)", timed<run_steady_pair>, 1, {}, {}},
         {"enabled scope, node exists", timed<run_enabled>, 1, {}, {}},
@@ -342,7 +347,7 @@ int timing_mode(int rounds, std::uint64_t n) {
     const Memory m = measure_memory();
     ok &= check(m.recorded == m.calls, "every call of the memory check recorded");
 
-#if TRACETREE_USE_TSC
+#if BENCH_TSC
     const Bench* tsc = &benches[0];
     const Bench* steady = &benches[1];
 #else
@@ -392,7 +397,7 @@ int kernel_mode(const std::string& name, std::uint64_t n) {
     double ops = static_cast<double>(n);
     bool ok = true;
     if (name == "tsc-pair") {
-#if TRACETREE_USE_TSC
+#if BENCH_TSC
         g_sink = run_tsc_pair(n);
 #else
         return 2;
@@ -423,7 +428,7 @@ int kernel_mode(const std::string& name, std::uint64_t n) {
                 const tracetree::Profile p = tracetree::profile();
                 for (std::uint64_t i = 0; i < n; ++i) {
                     std::ostringstream out;
-                    tracetree::render(out, p, {tracetree::Colour::never, false});
+                    tracetree::render(out, p, tracetree::RenderOptions().colour(tracetree::Colour::never));
                     g_sink = g_sink + out.str().size();
                 }
             }

@@ -1,4 +1,4 @@
-#include <tracetree/tracetree.hpp>
+#include <tracetree/all.hpp>  // annotated files need only <tracetree/tracetree.hpp>
 
 #include <iostream>
 
@@ -11,7 +11,7 @@ void handle(int items) {
 }
 
 int main() {
-    tracetree::TraceSession trace({"handle", false, std::chrono::milliseconds(0), 1});
+    tracetree::TraceSession trace(tracetree::TraceRequest("handle"));
     handle(3);
     for (const auto& t : trace.collect(std::chrono::seconds(1))) tracetree::render(std::cout, t);
 }

@@ -2,7 +2,7 @@
 #ifndef TRACETREE_TESTS_SUPPORT_HPP
 #define TRACETREE_TESTS_SUPPORT_HPP
 
-#include <tracetree/tracetree.hpp>
+#include <tracetree/all.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -23,6 +23,7 @@ struct FakeClock {
         tracetree::set_clock(fake_clock);
         tracetree::reset();
         tracetree::set_thread_name("test-main");
+        tracetree::clear_annotations();
     }
     ~FakeClock() { tracetree::set_clock(nullptr); }
     FakeClock(const FakeClock&) = delete;

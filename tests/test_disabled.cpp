@@ -1,5 +1,6 @@
 // Built with TRACETREE_DISABLE: the macros leave nothing behind and evaluate nothing.
 #include <tracetree/tracetree.hpp>
+#include <tracetree/control.hpp>
 
 #include <doctest/doctest.h>
 

@@ -191,12 +191,12 @@ TEST_CASE("recursion past the depth limit is bounded, counted and shown") {
 TEST_CASE("deep recursion under the default limits keeps memory per call site, not per call") {
     FakeClock clock;
     recurse(2000);  // far past the limit, within the stack of a sanitizer build
-    const std::uint32_t nodes_after_first = tracetree::detail::tls_arena()->size();
+    const std::uint32_t nodes_after_first = tracetree::detail::runtime().this_thread()->main->nodes();
     for (int i = 0; i < 100; ++i) recurse(2000);
-    CHECK(tracetree::detail::tls_arena()->size() == nodes_after_first);
-    CHECK(nodes_after_first <= TRACETREE_DEFAULT_MAX_DEPTH + 400);  // earlier tests' sites share the tree
+    CHECK(tracetree::detail::runtime().this_thread()->main->nodes() == nodes_after_first);
+    CHECK(nodes_after_first <= tracetree::Limits{}.max_depth + 400);  // earlier tests' sites share the tree
     const auto thread = mine();
-    CHECK(thread.dropped_depth == 101u * (2000 - TRACETREE_DEFAULT_MAX_DEPTH));
+    CHECK(thread.dropped_depth == 101u * (2000 - tracetree::Limits{}.max_depth));
 }
 
 TEST_CASE("call sites past the node limit are counted, not kept") {
@@ -225,7 +225,7 @@ TEST_CASE("limits reject absurd values") {
                          std::invalid_argument);
     CHECK_THROWS_AS(tracetree::set_limits({10, 1u << 30}), std::invalid_argument);
     CHECK_THROWS_AS(tracetree::set_limits({10, 3}), std::invalid_argument);
-    CHECK(tracetree::limits().max_depth == TRACETREE_DEFAULT_MAX_DEPTH);
+    CHECK(tracetree::limits().max_depth == tracetree::Limits{}.max_depth);
 }
 
 TEST_CASE("the runtime switch stops and resumes recording") {
@@ -251,7 +251,7 @@ TEST_CASE("run-time names fold by name and are cut when huge") {
     CHECK(thread.roots[0].name == "GET /send");
     CHECK(thread.roots[0].count == 2);
     CHECK(thread.roots[1].name == "GET /health");
-    CHECK(thread.roots[2].name.size() == TRACETREE_MAX_NAME_LENGTH);
+    CHECK(thread.roots[2].name.size() == tracetree::Limits{}.max_name_length);
 }
 
 TEST_CASE("reset clears what was recorded") {

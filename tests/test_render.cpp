@@ -34,7 +34,7 @@ static tracetree::Trace tomcat_trace() {
     return trace;
 }
 
-static const tracetree::RenderOptions plain{tracetree::Colour::never, true};
+static const tracetree::RenderOptions plain = tracetree::RenderOptions().colour(tracetree::Colour::never).utc();
 
 TEST_CASE("a trace renders as Arthas prints it") {
     CHECK(tracetree::to_string(tomcat_trace(), plain) ==
@@ -49,12 +49,12 @@ TEST_CASE("a trace renders as Arthas prints it") {
 
 TEST_CASE("colour marks the costliest node below the root, when asked or on a terminal") {
     std::ostringstream out;
-    tracetree::render(out, tomcat_trace(), {tracetree::Colour::always, true});
+    tracetree::render(out, tomcat_trace(), tracetree::RenderOptions().colour(tracetree::Colour::always).utc());
     CHECK(out.str().find("+---\x1b[31m[56.36% min=0.0045ms,max=34.48ms,total=74.2ms,count=31] \x1b[m"
                          "TomcatJarInputStream::getNextJarEntry() #117\n") != std::string::npos);
     CHECK(out.str().find("\x1b[31m[131.65ms]") == std::string::npos);
     std::ostringstream automatic;  // a string stream is no terminal
-    tracetree::render(automatic, tomcat_trace(), {tracetree::Colour::automatic, true});
+    tracetree::render(automatic, tomcat_trace(), tracetree::RenderOptions().utc());
     CHECK(automatic.str().find('\x1b') == std::string::npos);
 }
 
@@ -74,7 +74,7 @@ TEST_CASE("nesting uses | and blank indents; throws, drops and fields are shown"
     trace.root.children.push_back(b);
     trace.root.children.push_back(d);
     CHECK(tracetree::to_string(trace, plain) ==
-          "`---ts=1970-01-01 00:00:00.000;thread_name=main;id=a;request_id=42\n"
+          "`---ts=1970-01-01 00:00:00.000;thread_name=main;id=10;request_id=42\n"
           "    `---[10.0ms] a()\n"
           "        +---[60.00% min=2.0ms,max=4.0ms,total=6.0ms,count=2] b() #11 [throws Exception]\n"
           "        |   `---[16.67% 1.0ms ] c() #12\n"
@@ -84,7 +84,7 @@ TEST_CASE("nesting uses | and blank indents; throws, drops and fields are shown"
 }
 
 TEST_CASE("milliseconds print as Java's Double.toString") {
-    using tracetree::java_millis;
+    using tracetree::detail::java_millis;
     CHECK(java_millis(3000000ns) == "3.0");
     CHECK(java_millis(96584ns) == "0.096584");
     CHECK(java_millis(855ns) == "8.55E-4");
@@ -101,23 +101,30 @@ TEST_CASE("milliseconds print as Java's Double.toString") {
     CHECK(java_millis(Nanos(-2500000)) == "-2.5");
 }
 
-TEST_CASE("percentages: two decimals, rounded half up, of the direct parent") {
+TEST_CASE("percentages: of the direct parent, as Java's String.format(\"%.2f\", cost * 100.0 / parent)") {
     using tracetree::detail::percent;
     CHECK(percent(1ns, 8ns) == "12.50");
     CHECK(percent(1ns, 3ns) == "33.33");
     CHECK(percent(2ns, 3ns) == "66.67");
-    CHECK(percent(5ns, 100000ns) == "0.01");   // exactly half: up
+    CHECK(percent(5ns, 100000ns) == "0.01");  // the double is 0.005: half, up
     CHECK(percent(4999ns, 100000000ns) == "0.00");
     CHECK(percent(1ns, 1ns) == "100.00");
     CHECK(percent(0ns, 5ns) == "0.00");
-    CHECK(percent(5ns, 0ns) == "0.00");
     CHECK(percent(Nanos(INT64_MAX / 2), Nanos(INT64_MAX)) == "50.00");
+    CHECK(percent(999999ns, 1000000ns) == "100.00");  // 99.9999: the carry goes through every digit
+    // Java rounds the shortest decimal of the double, not the exact ratio: these print one hundredth
+    // higher than the exact ratio would, as Arthas prints them.
+    CHECK(percent(Nanos(379635701629), Nanos(388592764859)) == "97.70");  // double 97.695, exact 97.69499...
+    CHECK(percent(Nanos(538425426676), Nanos(728931735837)) == "73.87");  // double 73.865
+    CHECK(percent(Nanos(953357259711760), Nanos(965963077878069)) == "98.69");  // double 98.69499999999998
+    // A parent of 0 ns (a fake clock, a hand-built tree): what Java prints.
+    CHECK(percent(0ns, 0ns) == "NaN");
+    CHECK(percent(5ns, 0ns) == "Infinity");
 }
 
 TEST_CASE("a recorded trace renders exactly with a fake clock") {
     FakeClock clock;
-    tracetree::TraceRequest request;
-    request.pattern = "handle";
+    tracetree::TraceRequest request("handle");
     tracetree::TraceSession session(request);
     {
         TRACETREE_SCOPE("handle");
@@ -169,10 +176,10 @@ TEST_CASE("human mode aligns columns with units") {
     const std::string text = out.str();
     const std::string expected_rows =
         "      total       self   count        min        max  call tree\n"
-        "  131.65 ms   39.41 ms       1  131.65 ms  131.65 ms  Http11Processor::service()\n"
-        "   11.00 \u00b5s   11.00 \u00b5s       1   11.00 \u00b5s   11.00 \u00b5s  +- Http11InputBuffer::parseRequestLine() #212\n"
-        "   74.20 ms   74.20 ms      31    4.50 \u00b5s   34.48 ms  +- TomcatJarInputStream::getNextJarEntry() #117\n"
-        "   18.03 ms   18.03 ms       1   18.03 ms   18.03 ms  `- DispatcherServlet::doDispatch() #350\n"
+        "      132ms     39.4ms       1      132ms      132ms  Http11Processor::service()\n"
+        "       11\u00b5s       11\u00b5s       1       11\u00b5s       11\u00b5s  +- Http11InputBuffer::parseRequestLine() #212\n"
+        "     74.2ms     74.2ms      31      4.5\u00b5s     34.5ms  +- TomcatJarInputStream::getNextJarEntry() #117\n"
+        "       18ms       18ms       1       18ms       18ms  `- DispatcherServlet::doDispatch() #350\n"
         "\n";
     CHECK(text.substr(text.find('\n') + 1) == expected_rows);
     CHECK(text.rfind("trace of Http11Processor::service() on http-nio-7744-exec-1 (id 3) at ", 0) == 0);

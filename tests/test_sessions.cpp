@@ -28,11 +28,15 @@ static void service(int lookups) {
 }
 }  // namespace shop
 
+// The session flag as this thread's recorder sees it.
+static int sessions_flag() {
+    return tracetree::detail::runtime().this_thread()->arena.flags.load() & tracetree::detail::kSessions;
+}
+
 static TraceRequest request(std::string pattern, std::chrono::nanoseconds min_cost = 0ms, std::uint64_t limit = 1) {
-    TraceRequest r;
-    r.pattern = std::move(pattern);
-    r.min_cost = min_cost;
-    r.limit = limit;
+    TraceRequest r(std::move(pattern));
+    r.min_cost(min_cost);
+    r.limit(limit);
     return r;
 }
 
@@ -106,22 +110,22 @@ TEST_CASE("several sessions run at once, also on nested scopes") {
 }
 
 TEST_CASE("patterns: globs, the :: suffix rule, regexes") {
-    tracetree::detail::Matcher glob("Mapper::*", false);
+    tracetree::Pattern glob("Mapper::*", tracetree::PatternSyntax::glob);
     CHECK(glob.matches("shop::Mapper::map"));
     CHECK(glob.matches("Mapper::lookup"));
     CHECK_FALSE(glob.matches("shop::Mapperx::map"));
-    tracetree::detail::Matcher suffix("map", false);
+    tracetree::Pattern suffix("map", tracetree::PatternSyntax::glob);
     CHECK(suffix.matches("shop::Mapper::map"));
     CHECK_FALSE(suffix.matches("shop::Mapper::mapper"));
-    tracetree::detail::Matcher partial("apper::map", false);
+    tracetree::Pattern partial("apper::map", tracetree::PatternSyntax::glob);
     CHECK_FALSE(partial.matches("shop::Mapper::map"));
-    tracetree::detail::Matcher question("m?p", false);
+    tracetree::Pattern question("m?p", tracetree::PatternSyntax::glob);
     CHECK(question.matches("map"));
     CHECK_FALSE(question.matches("mp"));
-    tracetree::detail::Matcher regex("Mapper::(map|lookup)", true);
+    tracetree::Pattern regex("Mapper::(map|lookup)", tracetree::PatternSyntax::regex);
     CHECK(regex.matches("shop::Mapper::lookup"));
     CHECK_FALSE(regex.matches("shop::Mapper::lookups"));
-    tracetree::detail::Matcher stars("**a**", false);
+    tracetree::Pattern stars("**a**", tracetree::PatternSyntax::glob);
     CHECK(stars.matches("a"));
     CHECK_FALSE(stars.matches("b"));
 }
@@ -129,7 +133,7 @@ TEST_CASE("patterns: globs, the :: suffix rule, regexes") {
 TEST_CASE("a regex session") {
     FakeClock clock;
     auto r = request("shop::Mapper::(map|nothing)", 0ms, 1);
-    r.regex = true;
+    r.regex(true);
     TraceSession session(std::move(r));
     shop::service(1);
     const auto trace = session.next(1s);
@@ -140,37 +144,37 @@ TEST_CASE("a regex session") {
 TEST_CASE("bad requests get clear errors") {
     CHECK_THROWS_WITH_AS(TraceSession(request("")), "tracetree: empty trace pattern", std::invalid_argument);
     auto bad_regex = request("(unclosed");
-    bad_regex.regex = true;
+    bad_regex.regex(true);
     CHECK_THROWS_AS(TraceSession(std::move(bad_regex)), std::invalid_argument);
     CHECK_THROWS_WITH_AS(TraceSession(request("x", 0ms, 0)),
-                         "tracetree: trace limit must be between 1 and 1000000, got 0", std::invalid_argument);
+                         "tracetree: limit must be between 1 and 1000000, got 0", std::invalid_argument);
     CHECK_THROWS_AS(TraceSession(request("x", 0ms, 2000000)), std::invalid_argument);
     CHECK_THROWS_AS(TraceSession(request("x", -1ms, 1)), std::invalid_argument);
     CHECK_THROWS_AS(TraceSession(request(std::string(5000, '*'))), std::invalid_argument);
     auto huge_repeat = request("a{3111111111111111111}");
-    huge_repeat.regex = true;
+    huge_repeat.regex(true);
     CHECK_THROWS_WITH_AS(TraceSession(std::move(huge_repeat)),
                          "tracetree: bad regex 'a{3111111111111111111}': repetition count above 1000",
                          std::invalid_argument);
     auto fine_repeat = request("a{2,1000}\\{9999}");
-    fine_repeat.regex = true;
+    fine_repeat.regex(true);
     CHECK_NOTHROW(TraceSession(std::move(fine_repeat)));
     std::vector<TraceSession> many;
     for (int i = 0; i < tracetree::detail::kMaxSessions; ++i) many.emplace_back(request("x"));
-    CHECK_THROWS_WITH_AS(TraceSession(request("x")), "tracetree: too many trace sessions (at most 32 at once)",
+    CHECK_THROWS_WITH_AS(TraceSession(request("x")), "tracetree: too many sessions (at most 32 at once)",
                          std::invalid_argument);
 }
 
 TEST_CASE("sessions end cleanly: the slow path is off once none is left") {
     {
         TraceSession session(request("x"));
-        CHECK((tracetree::detail::g_flags.load() & tracetree::detail::kSessions) != 0);
+        CHECK((sessions_flag()) != 0);
     }
-    CHECK((tracetree::detail::g_flags.load() & tracetree::detail::kSessions) == 0);
+    CHECK((sessions_flag()) == 0);
     TraceSession finished(request("shop::service", 0ms, 1));
     shop::service(0);
     CHECK(finished.done());  // reaching the limit also unregisters the session
-    CHECK((tracetree::detail::g_flags.load() & tracetree::detail::kSessions) == 0);
+    CHECK((sessions_flag()) == 0);
 }
 
 TEST_CASE("another thread waits for a capture, with a timeout") {
@@ -190,10 +194,10 @@ TEST_CASE("a callback runs on the thread that finished the invocation") {
     std::thread::id seen;
     std::uint64_t calls = 0;
     auto r = request("service", 0ms, 1);
-    r.on_trace = [&](const tracetree::Trace& trace) {
+    r.on_trace([&](const tracetree::Trace& trace) {
         seen = std::this_thread::get_id();
         calls += trace.root.count;
-    };
+    });
     TraceSession session(std::move(r));
     tracetree::annotate("ignored", "no capture is open");  // outside a capture: no effect, no crash
     std::thread worker([] { shop::service(1); });
@@ -205,18 +209,25 @@ TEST_CASE("a callback runs on the thread that finished the invocation") {
     CHECK(session.collect(1ms).empty());  // delivered to the callback, not queued
 }
 
-TEST_CASE("annotate adds key=value pairs to the traces being captured") {
+TEST_CASE("annotations are this thread's context: set before or during a capture, kept until replaced") {
     FakeClock clock;
-    TraceSession session(request("handle", 0ms, 1));
+    TraceSession session(request("handle", 0ms, 3));
+    tracetree::annotate("uri", "/send");  // at accept time, before the traced scope opens
     {
         TRACETREE_SCOPE("handle");
         tracetree::annotate("request_id", "42");
     }
-    const auto trace = session.next(1s);
-    REQUIRE(trace.has_value());
-    REQUIRE(trace->fields.size() == 1);
-    CHECK(trace->fields[0].first == "request_id");
-    CHECK(trace->fields[0].second == "42");
+    tracetree::annotate("request_id", "43");  // replaced
+    tracetree::annotate("uri", "");            // removed
+    { TRACETREE_SCOPE("handle"); }
+    tracetree::clear_annotations();
+    { TRACETREE_SCOPE("handle"); }
+    const auto traces = session.collect(1s);
+    REQUIRE(traces.size() == 3);
+    using Fields = std::vector<std::pair<std::string, std::string>>;
+    CHECK(traces[0].fields == Fields{{"uri", "/send"}, {"request_id", "42"}});
+    CHECK(traces[1].fields == Fields{{"request_id", "43"}});
+    CHECK(traces[2].fields.empty());
 }
 
 TEST_CASE("move-assigning a session stops the one it replaces") {
@@ -224,7 +235,7 @@ TEST_CASE("move-assigning a session stops the one it replaces") {
         TraceSession session(request("a"));
         session = TraceSession(request("b"));
     }
-    CHECK((tracetree::detail::g_flags.load() & tracetree::detail::kSessions) == 0);
+    CHECK((sessions_flag()) == 0);
 }
 
 TEST_CASE("an invocation costing exactly the minimum is captured") {
@@ -238,12 +249,12 @@ TEST_CASE("stop() waits for a callback that is still running") {
     FakeClock clock;
     std::atomic<bool> entered{false}, release{false}, finished{false};
     auto r = request("service", 0ms, 1);
-    r.on_trace = [&](const tracetree::Trace&) {
+    r.on_trace([&](const tracetree::Trace&) {
         entered = true;
         while (!release.load()) {
         }
         finished = true;
-    };
+    });
     TraceSession session(std::move(r));
     std::thread worker([] { shop::service(1); });
     while (!entered.load()) {
@@ -263,7 +274,7 @@ TEST_CASE("stop() from inside its own callback does not wait for itself") {
     FakeClock clock;
     TraceSession* self = nullptr;
     auto r = request("service", 0ms, 2);
-    r.on_trace = [&](const tracetree::Trace&) { self->stop(); };
+    r.on_trace([&](const tracetree::Trace&) { self->stop(); });
     TraceSession session(std::move(r));
     self = &session;
     shop::service(1);

@@ -3,6 +3,9 @@
 #include "fatjar.hpp"
 #include "net.hpp"
 
+#include <tracetree/control.hpp>
+#include <tracetree/render.hpp>
+#include <tracetree/sessions.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include <atomic>
@@ -310,11 +313,10 @@ private:
         const std::optional<double> seconds = parse_decimal(timeout);
         if (!seconds || *seconds <= 0 || *seconds > 600) return net::error_response(400, "timeout must be seconds, above 0 and at most 600");
 
-        tracetree::TraceRequest request;
-        request.pattern = pattern;
-        request.regex = regex == "1";
-        request.min_cost = std::chrono::duration_cast<tracetree::Nanos>(std::chrono::duration<double, std::milli>(*cost_ms));
-        request.limit = static_cast<std::uint64_t>(*n);
+        tracetree::TraceRequest request(pattern);
+        request.regex(regex == "1");
+        request.min_cost(std::chrono::duration_cast<tracetree::Nanos>(std::chrono::duration<double, std::milli>(*cost_ms)));
+        request.limit(static_cast<std::uint64_t>(*n));
         std::optional<tracetree::TraceSession> session;
         try {
             session.emplace(request);
@@ -331,7 +333,7 @@ private:
         const auto wait = std::chrono::duration_cast<tracetree::Nanos>(std::chrono::duration<double>(*seconds));
         const auto started = std::chrono::steady_clock::now();
         std::vector<tracetree::Trace> traces;
-        while (traces.size() < request.limit && std::chrono::steady_clock::now() - started < wait) {
+        while (traces.size() < request.limit() && std::chrono::steady_clock::now() - started < wait) {
             std::optional<tracetree::Trace> next = session->next(wait - (std::chrono::steady_clock::now() - started));
             if (!next) break;
             traces.push_back(std::move(*next));
@@ -341,12 +343,12 @@ private:
             sessions_.erase(&*session);
         }
         std::ostringstream out;
-        for (const tracetree::Trace& trace : traces) tracetree::render(out, trace, {tracetree::Colour::never, false});
-        if (traces.size() == request.limit)
-            out << "Command execution times exceed limit: " << request.limit
+        for (const tracetree::Trace& trace : traces) tracetree::render(out, trace, tracetree::RenderOptions().colour(tracetree::Colour::never));
+        if (traces.size() == request.limit())
+            out << "Command execution times exceed limit: " << request.limit()
                 << ", so command will exit. You can set it with -n option.\n";
         else
-            out << "Timed out after " << timeout << " s: " << traces.size() << " of " << request.limit
+            out << "Timed out after " << timeout << " s: " << traces.size() << " of " << request.limit()
                 << " invocation(s) of '" << pattern << "' costing at least " << cost << " ms.\n";
         return text(out.str());
     }
@@ -359,7 +361,7 @@ private:
         const tracetree::Profile profile = tracetree::profile();
         if (reset == "1") tracetree::reset();
         std::ostringstream out;
-        const tracetree::RenderOptions options{tracetree::Colour::never, false};
+        const auto options = tracetree::RenderOptions().colour(tracetree::Colour::never);
         if (threads == "1") tracetree::render(out, profile, options);
         else tracetree::render(out, profile.merged(), profile.taken, options);
         return text(out.str());

@@ -1,5 +1,6 @@
 #include "net.hpp"
 
+#include <tracetree/control.hpp>  // set_thread_name
 #include <tracetree/tracetree.hpp>
 
 #include <arpa/inet.h>

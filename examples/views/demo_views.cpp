@@ -8,7 +8,7 @@
 #include "app.hpp"
 #include "net.hpp"
 
-#include <tracetree/views.hpp>
+#include <tracetree/all.hpp>
 
 #include <fstream>
 #include <iostream>
@@ -22,7 +22,7 @@ tracetree::Trace first_send(demo::Mode mode, tracetree::Timeline* timeline) {
     options.gc_period = demo::Millis(0);
     demo::DemoServer server(options);
     server.start();
-    tracetree::TraceSession session({"Http11Processor::service", false, tracetree::Nanos(0), 1});
+    tracetree::TraceSession session(tracetree::TraceRequest("Http11Processor::service"));
     if (timeline != nullptr) tracetree::start_timeline();
     const int status = demo::net::request(options.host, server.port(), "GET", "/send").status;
     std::vector<tracetree::Trace> traces = session.collect(std::chrono::seconds(30));

@@ -6,7 +6,7 @@
 // writes profile.folded, profile.svg, trace.svg, timeline.json (open it in https://ui.perfetto.dev or
 // chrome://tracing), profile.json, trace.json, diff.txt and diff.svg. A fake clock stands in for the
 // work, so the run is instant and its numbers are the same every time.
-#include <tracetree/views.hpp>
+#include <tracetree/all.hpp>
 
 #include <atomic>
 #include <fstream>
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
         // Before the fix: a timeline of two requests, one captured trace, a profile of five requests.
         // The timeline keeps 100 spans of the 136: the Chrome trace marks the 36 dropped at its end.
         tracetree::start_timeline(100);
-        tracetree::TraceSession session({"Http11Processor::service", false, tracetree::Nanos(0), 1});
+        tracetree::TraceSession session(tracetree::TraceRequest("Http11Processor::service"));
         serve(2);
         const tracetree::Timeline timeline = tracetree::timeline();
         tracetree::stop_timeline();

@@ -3,9 +3,9 @@
 //
 //   #include <tracetree/views.hpp>
 //   std::ofstream svg("profile.svg");
-//   tracetree::write_flamegraph_svg(svg, tracetree::profile());
+//   tracetree::write_flamegraph_svg(svg, tracetree::profile());  // profile(): control.hpp
 //
-// Everything here only reads the plain values of <tracetree/tracetree.hpp> (Trace, Profile, Timeline),
+// Everything here only reads the plain values of values.hpp (Trace, Profile, Timeline),
 // so a saved trace renders exactly as a live one. Reading order: the public declarations, then
 // `detail::views` (text helpers, the frame layout shared by both flame graphs, the diff tree, the JSON
 // reader), then the definitions in the order of the declarations.
@@ -16,7 +16,8 @@
 #ifndef TRACETREE_VIEWS_HPP
 #define TRACETREE_VIEWS_HPP
 
-#include "tracetree.hpp"
+#include "detail/format.hpp"
+#include "values.hpp"
 
 #include <algorithm>         // std::stable_sort, std::max
 #include <charconv>          // std::to_chars/from_chars: numbers without the stream's locale
@@ -34,7 +35,7 @@
 #include <variant>           // read_json: a Trace or a Profile
 #include <vector>
 
-namespace tracetree {
+TRACETREE_BEGIN_NAMESPACE
 
 // ---- folded stacks: `root;child;grandchild 1234` per line (flamegraph.pl, inferno, speedscope) ----
 
@@ -47,7 +48,9 @@ struct FoldedOptions {
     FoldedValue value = FoldedValue::self_us;
     bool thread_frames = false;  // first frame is "[thread-name tid=N]"; a profile is otherwise merged
 };
-// Lines whose value is 0 are left out. In names `;` becomes `,` and control characters `?`.
+// Each line is `frame;frame;frame VALUE`: VALUE in whole microseconds (rounded) for self_us and
+// total_us, in calls for count. Lines whose value is 0 are left out (throw nodes have no time, so
+// they appear only with FoldedValue::count). In names `;` becomes `,` and control characters `?`.
 void write_folded(std::ostream& out, const Trace& trace, const FoldedOptions& options = {});
 void write_folded(std::ostream& out, const Profile& profile, const FoldedOptions& options = {});
 
@@ -64,10 +67,12 @@ struct FlameGraphOptions {
 };
 void write_flamegraph_svg(std::ostream& out, const Trace& trace, const FlameGraphOptions& options = {});
 void write_flamegraph_svg(std::ostream& out, const Profile& profile, const FlameGraphOptions& options = {});
+void write_flamegraph_svg(std::ostream& out, const ThreadProfile& thread, const FlameGraphOptions& options = {});
 
 // ---- Chrome trace-event JSON (Perfetto UI, chrome://tracing) from the timeline recorder ----------
 
-// One "X" event per span (µs with ns precision), thread_name/process_name metadata, and per thread
+// One "X" event per span (µs with ns precision), pid the recording process's id, thread_name/process_name
+// metadata, and per thread
 // whose bound was hit an instant event "tracetree: N spans dropped" at the end of its last kept span.
 void write_chrome_trace(std::ostream& out, const Timeline& timeline);
 
@@ -231,39 +236,9 @@ inline std::string ellipsize(const std::string& text, std::size_t fit) {
     return text.substr(0, at) + "\xE2\x80\xA6";
 }
 
-// Numbers are formatted here rather than by the stream, so a stream's locale cannot change them.
-inline std::string fixed(double value, int decimals) {
-    char buffer[64];
-    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::fixed, decimals);
-    std::string text(buffer, result.ptr);
-    if (text.find('.') != std::string::npos) {
-        while (text.back() == '0') text.pop_back();
-        if (text.back() == '.') text.pop_back();
-    }
-    return text == "-0" ? "0" : text;
-}
-
-// "0ms", "850ns", "12.3µs", "74.2ms", "121ms", "1.25s": three significant digits at most.
-inline std::string duration(Nanos d) {
-    const std::int64_t ns = d.count();
-    if (ns == 0) return "0ms";
-    const double magnitude = ns < 0 ? -static_cast<double>(ns) : static_cast<double>(ns);
-    const char* unit = "s";
-    double value = magnitude / 1e9;
-    // Units switch at 999.5 so that rounding never prints "1000µs".
-    if (magnitude < 999.5) value = magnitude, unit = "ns";
-    else if (magnitude < 999.5e3) value = magnitude / 1e3, unit = "\xC2\xB5s";
-    else if (magnitude < 999.5e6) value = magnitude / 1e6, unit = "ms";
-    const int decimals = value >= 99.95 ? 0 : value >= 9.995 ? 1 : 2;
-    return (ns < 0 ? "-" : "") + fixed(value, decimals) + unit;
-}
-
 inline std::string signed_duration(Nanos d) { return d.count() > 0 ? "+" + duration(d) : duration(d); }
 
-inline std::string percent(Nanos part, Nanos whole) {
-    if (whole.count() <= 0) return "0%";
-    return fixed(100.0 * static_cast<double>(part.count()) / static_cast<double>(whole.count()), 2) + "%";
-}
+inline std::string share(Nanos part, Nanos whole) { return whole.count() > 0 ? percent(part, whole) + "%" : "0%"; }
 
 inline std::string thread_frame(const std::string& name, std::uint32_t id) {
     return "[" + name + " tid=" + std::to_string(id) + "]";
@@ -296,17 +271,18 @@ inline void name_colour(Frame& frame, std::string_view name) {
 inline Frame plain_frame(const Node& node, Nanos whole) {
     Frame frame;
     frame.size = std::max(node.total, Nanos(0));
-    const std::string share = percent(node.total, whole);
-    frame.label = node.name + " (" + duration(node.total) + ", " + share + ", " + std::to_string(node.count) +
+    const std::string part = share(node.total, whole);
+    frame.label = node.name + " (" + duration(node.total) + ", " + part + ", " + std::to_string(node.count) +
                   (node.count == 1 ? " call)" : " calls)");
-    frame.tooltip = node.name + "\ntotal " + duration(node.total) + " (" + share + "), self " +
+    frame.tooltip = node.name + "\ntotal " + duration(node.total) + " (" + part + "), self " +
                     duration(node.self()) + "\ncount " + std::to_string(node.count) + ", min " +
                     duration(node.min) + ", max " + duration(node.max);
     if (node.throws != 0) frame.tooltip += "\nthrew " + std::to_string(node.throws);
     if (node.dropped != 0) frame.tooltip += "\n" + std::to_string(node.dropped) + " calls below not recorded";
     if (!node.file.empty()) frame.tooltip += "\n" + node.file + ":" + std::to_string(node.line);
     name_colour(frame, node.name);
-    for (const Node& child : node.children) frame.children.push_back(plain_frame(child, whole));
+    for (const Node& child : node.children)
+        if (child.kind == NodeKind::call) frame.children.push_back(plain_frame(child, whole));  // a throw has no width
     return frame;
 }
 
@@ -788,7 +764,8 @@ inline Nanos read_nanos(JsonReader& reader) {
 inline Node read_node(JsonReader& reader) {
     Node node;
     const std::size_t start = reader.position();
-    Keys keys(reader, {"name", "file", "line", "count", "total_ns", "min_ns", "max_ns", "throws", "dropped", "children"});
+    Keys keys(reader, {"name", "file", "line", "count", "total_ns", "min_ns", "max_ns", "throws", "dropped", "children",
+                       "kind", "message", "values"});
     reader.object([&](const std::string& key, std::size_t at) {
         switch (keys.find(key, at)) {
         case 0: node.name = reader.string(); break;
@@ -801,6 +778,23 @@ inline Node read_node(JsonReader& reader) {
         case 7: node.throws = reader.unsigned_integer(); break;
         case 8: node.dropped = reader.unsigned_integer(); break;
         case 9: reader.array([&] { node.children.push_back(read_node(reader)); }); break;
+        case 10: {
+            const std::size_t kind_at = reader.position();
+            const std::string kind = reader.string();
+            if (kind == "throw") node.kind = NodeKind::thrown;
+            else if (kind != "call") reader.fail_at("\"kind\" must be \"call\" or \"throw\"", kind_at);
+            break;
+        }
+        case 11: node.message = reader.string(); break;
+        case 12:
+            reader.array([&] {
+                const std::size_t pair_at = reader.position();
+                std::vector<std::string> pair;
+                reader.array([&] { pair.push_back(reader.string()); });
+                if (pair.size() != 2) reader.fail_at("a value must be [name, text]", pair_at);
+                node.values.emplace_back(std::move(pair[0]), std::move(pair[1]));
+            });
+            break;
         default: reader.skip_value();
         }
     });
@@ -844,8 +838,24 @@ inline std::string time_ns(std::chrono::system_clock::time_point time) {
     return std::to_string(std::chrono::duration_cast<Nanos>(time.time_since_epoch()).count());
 }
 
+inline void write_pairs(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& pairs) {
+    out << '[';
+    for (std::size_t i = 0; i < pairs.size(); ++i)
+        out << (i == 0 ? "" : ",") << '[' << json_string(pairs[i].first) << ',' << json_string(pairs[i].second) << ']';
+    out << ']';
+}
+
+// "kind", "message" and "values" are written only when they say something: files of calls alone
+// read as they did in version 1.
 inline void write_node(std::ostream& out, const Node& node, std::size_t depth) {
-    out << '\n' << std::string(2 * depth, ' ') << "{\"name\":" << json_string(node.name)
+    out << '\n' << std::string(2 * depth, ' ') << "{\"name\":" << json_string(node.name);
+    if (node.kind == NodeKind::thrown) out << ",\"kind\":\"throw\"";
+    if (node.message) out << ",\"message\":" << json_string(*node.message);
+    if (!node.values.empty()) {
+        out << ",\"values\":";
+        write_pairs(out, node.values);
+    }
+    out
         << ",\"file\":" << json_string(node.file) << ",\"line\":" << std::to_string(node.line)
         << ",\"count\":" << std::to_string(node.count) << ",\"total_ns\":" << std::to_string(node.total.count())
         << ",\"min_ns\":" << std::to_string(node.min.count()) << ",\"max_ns\":" << std::to_string(node.max.count())
@@ -936,15 +946,22 @@ inline void write_flamegraph_svg(std::ostream& out, const Profile& profile, cons
                                  "; width: total time");
 }
 
+inline void write_flamegraph_svg(std::ostream& out, const ThreadProfile& thread, const FlameGraphOptions& options) {
+    Profile profile;
+    profile.threads.push_back(thread);
+    write_flamegraph_svg(out, profile, options);
+}
+
 inline void write_chrome_trace(std::ostream& out, const Timeline& timeline) {
     using detail::views::json_string;
     using detail::views::micros;
+    const std::string pid = std::to_string(timeline.process_id);
     out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"tracetree\",\"origin_unix_ns\":"
         << detail::views::time_ns(timeline.origin) << "},\"traceEvents\":[\n"
-        << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"tracetree\"}}";
+        << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":0,\"args\":{\"name\":\"tracetree\"}}";
     for (const ThreadTimeline& thread : timeline.threads) {
         const std::string tid = std::to_string(thread.thread_id);
-        out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << tid
+        out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid
             << ",\"args\":{\"name\":" << json_string(thread.thread_name) << "}}";
         // Start order, outer first on ties: viewers nest "X" events by the order they meet them.
         std::vector<const Span*> spans;
@@ -956,7 +973,7 @@ inline void write_chrome_trace(std::ostream& out, const Timeline& timeline) {
         for (const Span* span : spans) {
             last_end = std::max(last_end, span->start + span->duration);
             out << ",\n{\"name\":" << json_string(span->name) << ",\"cat\":\"tracetree\",\"ph\":\"X\",\"ts\":"
-                << micros(span->start) << ",\"dur\":" << micros(span->duration) << ",\"pid\":1,\"tid\":" << tid
+                << micros(span->start) << ",\"dur\":" << micros(span->duration) << ",\"pid\":" << pid << ",\"tid\":" << tid
                 << ",\"args\":{\"file\":" << json_string(span->file) << ",\"line\":" << std::to_string(span->line)
                 << ",\"depth\":" << std::to_string(span->depth) << (span->threw ? ",\"threw\":true" : "") << "}}";
         }
@@ -964,7 +981,7 @@ inline void write_chrome_trace(std::ostream& out, const Timeline& timeline) {
             out << ",\n{\"name\":\"tracetree: " << std::to_string(thread.dropped)
                 << " spans dropped (per-thread bound reached; the first spans were kept)\",\"cat\":\"tracetree\","
                    "\"ph\":\"i\",\"s\":\"t\",\"ts\":"
-                << micros(last_end) << ",\"pid\":1,\"tid\":" << tid
+                << micros(last_end) << ",\"pid\":" << pid << ",\"tid\":" << tid
                 << ",\"args\":{\"dropped\":" << std::to_string(thread.dropped) << "}}";
     }
     out << "\n]}\n";
@@ -979,11 +996,9 @@ inline void write_json(std::ostream& out, const Trace& trace) {
     using detail::views::json_string;
     out << "{\"format\":\"tracetree\",\"version\":1,\"kind\":\"trace\",\"start_ns\":"
         << detail::views::time_ns(trace.start) << ",\"thread_name\":" << json_string(trace.thread_name)
-        << ",\"thread_id\":" << std::to_string(trace.thread_id) << ",\"fields\":[";
-    for (std::size_t i = 0; i < trace.fields.size(); ++i)
-        out << (i == 0 ? "" : ",") << '[' << json_string(trace.fields[i].first) << ','
-            << json_string(trace.fields[i].second) << ']';
-    out << "],\"root\":";
+        << ",\"thread_id\":" << std::to_string(trace.thread_id) << ",\"fields\":";
+    detail::views::write_pairs(out, trace.fields);
+    out << ",\"root\":";
     detail::views::write_node(out, trace.root, 1);
     out << "\n}\n";
 }
@@ -1097,6 +1112,6 @@ inline void write_diff_flamegraph_svg(std::ostream& out, const Profile& before, 
     detail::views::write_diff_svg(out, detail::views::diff_children(&b.roots, &a.roots), options);
 }
 
-}  // namespace tracetree
+TRACETREE_END_NAMESPACE
 
 #endif  // TRACETREE_VIEWS_HPP

@@ -6,7 +6,7 @@
 #include "zip.hpp"
 
 #include <doctest/doctest.h>
-#include <tracetree/tracetree.hpp>
+#include <tracetree/all.hpp>
 
 #include <atomic>
 #include <cstdio>
@@ -68,7 +68,7 @@ std::size_t entries_in_resource_jar(const std::string& jar_path) {
 
 // One request, captured by a trace session on Http11Processor::service as Arthas `trace` would.
 tracetree::Trace traced(DemoServer& server, const std::string& target, int expected_status = 200) {
-    tracetree::TraceSession session({"Http11Processor::service", false, tracetree::Nanos(0), 1});
+    tracetree::TraceSession session(tracetree::TraceRequest("Http11Processor::service"));
     const demo::http::Response response = net::request(kHost, server.port(), "GET", target);
     CHECK(response.status == expected_status);
     std::optional<tracetree::Trace> trace = session.next(std::chrono::seconds(20));

@@ -3,7 +3,7 @@
 #ifndef TRACETREE_TESTS_STRESS_HPP
 #define TRACETREE_TESTS_STRESS_HPP
 
-#include <tracetree/tracetree.hpp>
+#include <tracetree/all.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -201,15 +201,14 @@ void sessions(std::uint32_t seed, const std::atomic<bool>& stop, Problems& probl
     Rng rng(seed);
     while (!stop.load()) {
         const PatternCase& c = pattern_cases()[pick(rng, static_cast<std::uint32_t>(pattern_cases().size()))];
-        tracetree::TraceRequest request;
-        request.pattern = c.pattern;
-        request.regex = c.regex;
-        request.limit = 1 + pick(rng, 5);
+        tracetree::TraceRequest request(c.pattern);
+        request.regex(c.regex);
+        request.limit(1 + pick(rng, 5));
         // The callback's state is shared with it, not borrowed: callbacks may still be running
         // when stop() returns (see the faults test), and this test is about counts, not that.
         auto called = std::make_shared<std::atomic<std::uint64_t>>(0);
         const bool callback = pick(rng, 3) == 0;
-        if (callback) request.on_trace = [called](const tracetree::Trace&) { ++*called; };
+        if (callback) request.on_trace([called](const tracetree::Trace&) { ++*called; });
         std::vector<tracetree::Trace> traces;
         {
             tracetree::TraceSession session(request);
@@ -217,9 +216,9 @@ void sessions(std::uint32_t seed, const std::atomic<bool>& stop, Problems& probl
             // A bounded wait, not a sleep: returns as soon as the limit is reached.
             for (auto& t : session.collect(std::chrono::microseconds(200 + pick(rng, 2000)))) traces.push_back(std::move(t));
             if (pick(rng, 2) == 0) session.stop();
-            if (session.captured() > request.limit) problems.add(std::string("session over its limit: ") + c.pattern);
+            if (session.captured() > request.limit()) problems.add(std::string("session over its limit: ") + c.pattern);
         }
-        if (traces.size() > request.limit) problems.add(std::string("more traces than the limit: ") + c.pattern);
+        if (traces.size() > request.limit()) problems.add(std::string("more traces than the limit: ") + c.pattern);
         if (callback && !traces.empty()) problems.add("a callback session queued traces");
         for (const auto& trace : traces) {
             ++traces_seen;

@@ -146,12 +146,10 @@ TEST_CASE("exceptions through function, static and dynamic scopes are counted, a
 
 TEST_CASE("exceptions through captured scopes: traces delivered, counts merged, nested captures closed") {
     tracetree::reset();
-    tracetree::TraceRequest outer;
-    outer.pattern = "throwing_function";
-    outer.limit = 3;
-    tracetree::TraceRequest inner;
-    inner.pattern = "dynamic";  // watched inside the outer capture by a second session
-    inner.limit = 3;
+    tracetree::TraceRequest outer("throwing_function");
+    outer.limit(3);
+    tracetree::TraceRequest inner("dynamic");  // watched inside the outer capture by a second session
+    inner.limit(3);
     tracetree::TraceSession outer_session(outer), inner_session(inner);
     const tracetree::ThreadProfile thread = run_as("throws-captured", [] {
         for (int i = 0; i < 3; ++i) {
@@ -229,10 +227,9 @@ TEST_CASE("a throwing destructor between scopes, and scopes inside destructors r
 
 TEST_CASE("a throwing trace callback does not reach the traced program") {
     tracetree::reset();
-    tracetree::TraceRequest request;
-    request.pattern = "guarded";
-    request.limit = 2;
-    request.on_trace = [](const tracetree::Trace&) { throw Boom(); };
+    tracetree::TraceRequest request("guarded");
+    request.limit(2);
+    request.on_trace([](const tracetree::Trace&) { throw Boom(); });
     tracetree::TraceSession session(request);
     const tracetree::ThreadProfile thread = run_as("callback-throws", [] {
         for (int i = 0; i < 4; ++i) {
@@ -254,15 +251,14 @@ TEST_CASE("no trace callback runs after stop() has returned") {
     std::condition_variable changed;
     bool in_callback = false, stop_returned = false, saw_stop_returned = false;
 
-    tracetree::TraceRequest request;
-    request.pattern = "slow-callback";
-    request.on_trace = [&](const tracetree::Trace&) {
+    tracetree::TraceRequest request("slow-callback");
+    request.on_trace([&](const tracetree::Trace&) {
         std::unique_lock<std::mutex> lock(mutex);
         in_callback = true;
         changed.notify_all();
         changed.wait_for(lock, std::chrono::seconds(2), [&] { return stop_returned; });
         saw_stop_returned = stop_returned;
-    };
+    });
     auto session = std::make_unique<tracetree::TraceSession>(request);
     std::thread recorder([] { TRACETREE_SCOPE("slow-callback"); });
     {
@@ -289,8 +285,7 @@ int child_records_and_reads() {
     for (int i = 0; i < 3; ++i) {
         TRACETREE_SCOPE("in-child");
     }
-    tracetree::TraceRequest request;
-    request.pattern = "child-traced";
+    tracetree::TraceRequest request("child-traced");
     tracetree::TraceSession session(request);
     {
         TRACETREE_SCOPE("child-traced");
@@ -331,8 +326,7 @@ TEST_CASE("fork while other threads record, snapshot and trace: the child never 
         while (!stop.load()) tracetree::profile();
     });
     busy.emplace_back([&] {  // sessions: the session registry
-        tracetree::TraceRequest request;
-        request.pattern = "busy-*";
+        tracetree::TraceRequest request("busy-*");
         while (!stop.load()) {
             tracetree::TraceSession session(request);
             session.collect(std::chrono::microseconds(100));

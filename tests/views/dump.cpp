@@ -1,6 +1,6 @@
 // Writes every view of the test samples into a directory, for the checks that need a real parser
 // (check_outputs.py: Python's json and XML parsers) or a real browser (check_browser.py).
-#include <tracetree/views.hpp>
+#include <tracetree/all.hpp>
 
 #include "samples.hpp"
 

@@ -2,7 +2,7 @@
 #ifndef TRACETREE_TESTS_VIEWS_SAMPLES_HPP
 #define TRACETREE_TESTS_VIEWS_SAMPLES_HPP
 
-#include <tracetree/tracetree.hpp>
+#include <tracetree/all.hpp>
 
 #include <chrono>
 #include <string>

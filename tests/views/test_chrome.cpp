@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
-#include <tracetree/views.hpp>
+#include <tracetree/all.hpp>
+
+#include <unistd.h>
 
 #include "golden.hpp"
 #include "samples.hpp"
@@ -32,6 +34,7 @@ std::string chrome(const tracetree::Timeline& timeline) {
 TEST_CASE("Chrome trace: complete events in start order, thread names, a marker for dropped spans") {
     tracetree::Timeline timeline;
     timeline.origin = samples::at(1764547200123);
+    timeline.process_id = 1;
     tracetree::ThreadTimeline main;
     main.thread_name = "main";
     main.thread_id = 1;
@@ -57,10 +60,19 @@ TEST_CASE("Chrome trace: complete events in start order, thread names, a marker 
     CHECK(text.find("spans dropped", text.find("\"tid\":1,")) > text.find("\"tid\":2,"));  // none on main
 }
 
+TEST_CASE("Chrome trace: the pid is the recording process's") {
+    tracetree::start_timeline(16);
+    { TRACETREE_SCOPE("pid check"); }
+    tracetree::stop_timeline();
+    const std::string text = chrome(tracetree::timeline());
+    CHECK(text.find("\"pid\":" + std::to_string(getpid()) + ",") != std::string::npos);
+    CHECK(text.find("\"pid\":0,") == std::string::npos);
+}
+
 TEST_CASE("Chrome trace: an empty timeline is still a valid document") {
     CHECK(chrome({}) ==
           "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"tracetree\",\"origin_unix_ns\":0},\"traceEvents\":[\n"
-          "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"tracetree\"}}\n]}\n");
+          "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"tracetree\"}}\n]}\n");
 }
 
 TEST_CASE("Chrome trace: names are escaped (the Python check parses the same output)") {

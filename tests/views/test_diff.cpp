@@ -1,5 +1,5 @@
 #include <doctest/doctest.h>
-#include <tracetree/views.hpp>
+#include <tracetree/all.hpp>
 
 #include "golden.hpp"
 #include "samples.hpp"
@@ -99,7 +99,7 @@ TEST_CASE("diff flame graph: widths from one side, blue where self time shrank, 
 }
 
 TEST_CASE("durations: three significant digits, units that never show 1000") {
-    using tracetree::detail::views::duration;
+    using tracetree::detail::duration;
     using tracetree::Nanos;
     CHECK(duration(Nanos(0)) == "0ms");
     CHECK(duration(Nanos(850)) == "850ns");

@@ -1,5 +1,5 @@
 #include <doctest/doctest.h>
-#include <tracetree/views.hpp>
+#include <tracetree/all.hpp>
 
 #include "golden.hpp"
 #include "samples.hpp"

@@ -1,6 +1,6 @@
 // A program that uses an installed (or vendored) tracetree the way a user's would: it traces a
 // small call tree on demand and prints it. scripts/consumer-test checks the printed tree.
-#include <tracetree/tracetree.hpp>
+#include <tracetree/all.hpp>
 
 #include <chrono>
 #include <iostream>
@@ -25,9 +25,8 @@ int work() {
 }  // namespace consumer
 
 int main() {
-    tracetree::TraceRequest request;
-    request.pattern = "work";
-    request.limit = 1;
+    tracetree::TraceRequest request("work");
+    request.limit(1);
     tracetree::TraceSession session(request);
     const int result = consumer::work();
     const auto traces = session.collect(std::chrono::seconds(10));
@@ -38,8 +37,6 @@ int main() {
     std::cout << "consumer: pkgconfig\n"
               << "version: " << TRACETREE_VERSION_MAJOR << '.' << TRACETREE_VERSION_MINOR << '.'
               << TRACETREE_VERSION_PATCH << '\n';
-    tracetree::RenderOptions options;
-    options.colour = tracetree::Colour::never;
-    tracetree::render(std::cout, traces.front(), options);
+    tracetree::render(std::cout, traces.front(), tracetree::RenderOptions().colour(tracetree::Colour::never));
     return 0;
 }

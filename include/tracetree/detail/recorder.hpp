@@ -1,0 +1,569 @@
+// tracetree recorder: what every annotated file compiles. SPDX-License-Identifier: MIT
+//
+// Reading order: call sites (the static record each macro leaves), the per-thread call tree and its
+// hot path (Arena::enter/leave), the scope guard (Scope), then how a copy of this header finds the
+// process-wide recorder it records into. Everything slow (creating a thread's tree, new nodes,
+// sessions, snapshots) sits behind the `Recorder` interface, implemented once per process by
+// detail/runtime.hpp; this file needs only <atomic> and two C headers.
+#ifndef TRACETREE_DETAIL_RECORDER_HPP
+#define TRACETREE_DETAIL_RECORDER_HPP
+
+#include "../tracetree.hpp"  // the version and namespace macros
+
+#include <atomic>       // counters and flags shared with snapshot readers
+#include <cstddef>      // std::size_t, std::nullptr_t
+#include <cstdint>      // fixed-width counters
+#include <iosfwd>       // std::ostream, declared only: TRACETREE_WATCH of a type printed with operator<<
+#include <type_traits>  // TRACETREE_WATCH picks a formatter by type
+#include <stdlib.h>  // getenv: finding the process-wide recorder
+#if defined(__linux__)
+#include <sys/auxv.h>  // getauxval(AT_RANDOM): tells this process image from the one before an exec
+#else
+#include <unistd.h>  // getpid
+#endif
+#if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)))
+#include <time.h>  // clock_gettime where there is no time-stamp counter
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TRACETREE_DETAIL_INLINE __attribute__((always_inline)) inline  // the fast path stays in the caller
+#define TRACETREE_DETAIL_COLD __attribute__((noinline, cold))         // slow paths stay out of it
+#define TRACETREE_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define TRACETREE_DETAIL_INLINE inline
+#define TRACETREE_DETAIL_COLD
+#define TRACETREE_DETAIL_LIKELY(x) (x)
+#endif
+
+TRACETREE_BEGIN_NAMESPACE
+namespace detail {
+
+// ---- the clock ------------------------------------------------------------------------------
+// Ticks: the time-stamp counter where there is one (converted to nanoseconds only when a snapshot
+// is taken), else monotonic nanoseconds. Fixed per platform, so every copy in a process agrees.
+
+TRACETREE_DETAIL_INLINE std::uint64_t ticks() noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return __builtin_ia32_rdtsc();
+#else
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<std::uint64_t>(now.tv_sec) * 1000000000u + static_cast<std::uint64_t>(now.tv_nsec);
+#endif
+}
+
+// ---- call sites -----------------------------------------------------------------------------
+
+enum class SiteKind : std::uint8_t { scope, function, dynamic, thrown };
+
+// What the recorder keeps of a call site, interned by content (kind, name, file, line) and never
+// freed: nodes point here rather than at the macro's static record, so names outlive a library that
+// is unloaded, and a reloaded library's scopes land on their old nodes. The runtime extends it.
+struct SiteInfo {
+    // Which trace sessions watch this site: (session epoch << 32) | session mask, decided once per
+    // site and epoch; equal to the arena's `epoch_word` when decided and watched by none.
+    std::atomic<std::uint64_t> watch{0};
+    const SiteInfo* origin = nullptr;  // run-time names: the info of the macro's own call site
+    const char* name = nullptr;        // run-time names: the name's bytes (any bytes, NUL included)
+    std::uint32_t name_size = 0;
+    bool interned = false;             // false only for g_unregistered_site
+};
+
+// Every copy's sites start pointing here: it matches no node and no epoch, so a site's first scope
+// takes the slow path, which interns the site and stores the real info.
+inline SiteInfo g_unregistered_site;
+
+// One per macro expansion, constant-initialised (no guard, no dynamic initialiser).
+struct Site {
+    const char* text;  // the scope name or the function signature (run-time names: "")
+    const char* file;
+    std::uint32_t line;
+    SiteKind kind;
+    std::atomic<const SiteInfo*> info{&g_unregistered_site};
+
+    constexpr Site(const char* text_, const char* file_, int line_, SiteKind kind_) noexcept
+        : text(text_), file(file_), line(static_cast<std::uint32_t>(line_)), kind(kind_) {}
+};
+
+// ---- the per-thread call tree ---------------------------------------------------------------
+
+// One node per call site under one parent. The owner thread is the only writer; snapshot readers
+// see `site` and `parent` (written before the node is published) and the relaxed counters.
+struct NodeRecord {
+    const SiteInfo* site = nullptr;  // null for the root
+    std::uint32_t parent = 0;
+    std::uint32_t next_sibling = 0;  // owner only: siblings form a ring in order of creation
+    std::uint32_t last_child = 0;    // owner only: the newest child; its next_sibling is the oldest
+    std::uint32_t hint = 0;          // owner only: the child entered last, tried first
+    std::atomic<std::uint32_t> throws{0};
+    std::atomic<std::uint32_t> dropped{0};  // calls below not recorded: depth or node limit
+    std::atomic<std::uint64_t> count{0};
+    std::atomic<std::uint64_t> total{0};
+    std::atomic<std::uint64_t> min{~std::uint64_t{0}};
+    std::atomic<std::uint64_t> max{0};
+};
+static_assert(sizeof(NodeRecord) <= 64, "a node must fit a cache line");
+
+inline constexpr std::uint32_t kChunkBits = 8;  // 256 nodes, 16 KiB per chunk
+inline constexpr std::uint32_t kChunkMask = (1u << kChunkBits) - 1;
+
+template <class T>
+TRACETREE_DETAIL_INLINE void bump(std::atomic<T>& counter, T by = 1) noexcept {  // single writer: no locked add
+    counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+// The 32-bit counters stop at their maximum instead of wrapping to a small number.
+inline void bump_saturating(std::atomic<std::uint32_t>& counter, std::uint64_t by = 1) noexcept {
+    const std::uint64_t sum = counter.load(std::memory_order_relaxed) + by;
+    counter.store(sum > 0xFFFFFFFFu ? 0xFFFFFFFFu : static_cast<std::uint32_t>(sum), std::memory_order_relaxed);
+}
+
+// Process-wide flags, mirrored into every thread's arena by the runtime.
+inline constexpr std::uint8_t kRecording = 1;
+inline constexpr std::uint8_t kSessions = 2;   // some site may be watched: check before the fast path
+inline constexpr std::uint8_t kSlow = 4;       // test clock or timeline: every scope takes the slow path
+inline constexpr std::uint8_t kValuesOfNode = 1;  // Arena::values bits
+inline constexpr std::uint8_t kValuesOfAll = 2;
+
+struct DynamicEntry {  // a run-time name seen on this thread
+    std::uint64_t hash;
+    const SiteInfo* info;  // null: empty slot
+};
+
+// A tree's child index: open addressing over (parent index, site) -> child index; 0 is an empty slot.
+inline std::uint32_t child_slot(std::uint32_t parent, const SiteInfo* info, std::uint32_t mask) noexcept {
+    const std::uint64_t key = reinterpret_cast<std::uintptr_t>(info) ^ (std::uint64_t{parent} << 40);
+    return static_cast<std::uint32_t>((key * 0x9E3779B97F4A7C15u) >> 40) & mask;
+}
+inline std::uint32_t find_child(NodeRecord* const* chunks, const std::uint32_t* slots, std::uint32_t mask,
+                                std::uint32_t parent, const SiteInfo* info) noexcept {
+    for (std::uint32_t slot = child_slot(parent, info, mask);; slot = (slot + 1) & mask) {
+        const std::uint32_t index = slots[slot];
+        if (index == 0) return 0;
+        const NodeRecord* node = &chunks[index >> kChunkBits][index & kChunkMask];
+        if (node->site == info && node->parent == parent) return index;
+    }
+}
+
+class Recorder;
+
+// A thread's recorder state, as the hot path sees it. One per thread, made and owned by the runtime,
+// never moved: every copy of this header in the process caches a pointer to it per thread. The tree
+// it records into is the thread's own, or a trace capture's while one runs (the runtime swaps the
+// tree fields and restores them).
+struct Arena {
+    // The tree being recorded into.
+    NodeRecord* const* chunks = nullptr;  // a fixed table of chunk pointers: never reallocated
+    const std::uint32_t* slots = nullptr;  // (parent, site) -> child index, open addressing; 0: empty
+    std::uint32_t slot_mask = 0;
+    NodeRecord* cur = nullptr;  // the innermost open scope's node (the tree's root at depth 0)
+    std::uint32_t cur_index = 0;
+    std::uint32_t depth = 0;
+    // The nesting limit; 0 sends every scope to the runtime (a reset is pending, a scope past the node
+    // limit is open, or the thread has exited) without a check of its own on the fast path.
+    std::atomic<std::uint32_t> depth_limit{0};
+    std::atomic<std::uint8_t> flags{0};
+    std::atomic<std::uint64_t> epoch_word{0};  // the session epoch << 32
+    const unsigned int* uncaught = nullptr;  // this thread's count of exceptions in flight
+    Recorder* recorder = nullptr;
+    // Run-time names seen on this thread.
+    const DynamicEntry* dynamic = nullptr;
+    std::uint32_t dynamic_mask = 0;
+    std::uint32_t max_name_length = 0;
+    // TRACETREE_THROW's site, read by the runtime's throw hook.
+    const char* throw_file = nullptr;
+    std::uint32_t throw_line = 0;
+    // Who wants TRACETREE_WATCH values: kValuesOfNode (a watch session, for the scope whose node is
+    // `value_node` while it is the innermost one), kValuesOfAll (a trace asked for them).
+    std::uint8_t values = 0;
+    const NodeRecord* value_node = nullptr;
+    void* state = nullptr;  // the runtime's per-thread state around this arena
+
+    NodeRecord* at(std::uint32_t index) const noexcept { return &chunks[index >> kChunkBits][index & kChunkMask]; }
+
+    // The hot path: the node for `site` under the current node, made current; null: not recorded.
+    // Calls repeat (the child entered last) or go through the siblings in order (the one created
+    // after it); anything else is one probe of the tree's child index.
+    TRACETREE_DETAIL_INLINE NodeRecord* enter(Site* site, const SiteInfo* info) noexcept {
+        if (depth >= depth_limit.load(std::memory_order_relaxed)) return enter_limited(site, info);
+        std::uint32_t index = cur->hint;
+        NodeRecord* node = at(index);
+        if (node->site != info) {
+            index = node->next_sibling;
+            node = at(index);
+            if (node->site != info) {
+                index = find(cur_index, info);
+                if (index == 0) return add(site, info);
+                node = at(index);
+            }
+            cur->hint = index;
+        }
+        cur = node;
+        cur_index = index;
+        ++depth;
+        return node;
+    }
+
+    TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
+        bump(node->count);
+        bump(node->total, elapsed);
+        if (elapsed < node->min.load(std::memory_order_relaxed)) node->min.store(elapsed, std::memory_order_relaxed);
+        if (elapsed > node->max.load(std::memory_order_relaxed)) node->max.store(elapsed, std::memory_order_relaxed);
+        if (*uncaught > uncaught_at_entry) bump_saturating(node->throws);
+        cur_index = node->parent;
+        cur = at(cur_index);
+        --depth;
+    }
+
+    std::uint32_t find(std::uint32_t parent, const SiteInfo* info) const noexcept {
+        return find_child(chunks, slots, slot_mask, parent, info);
+    }
+
+    inline NodeRecord* enter_limited(Site* site, const SiteInfo* info) noexcept;  // defined below Recorder
+    inline NodeRecord* add(Site* site, const SiteInfo* info) noexcept;
+};
+
+// ---- the process-wide recorder ----------------------------------------------------------------
+
+class Scope;
+
+// The slow paths, implemented once per process (detail/runtime.hpp). Every copy of this header (the
+// executable, shared libraries, plugins) calls the same object, so one profile sees all of them.
+class Recorder {
+public:
+    virtual Arena* join_thread() noexcept = 0;  // this thread's arena, made on first use; null when exited
+    virtual NodeRecord* enter_limited(Arena& arena, Site* site, const SiteInfo* info) noexcept = 0;
+    virtual NodeRecord* add(Arena& arena, Site* site, const SiteInfo* info) noexcept = 0;  // a new node
+    virtual void begin(Scope& scope, Arena& arena, Site* site, const SiteInfo* info) noexcept = 0;
+    virtual void end(Scope& scope) noexcept = 0;
+    // A run-time name not yet in the thread's table: interned, added to it; null when over a budget.
+    virtual const SiteInfo* dynamic_site(Arena& arena, Site& origin, const char* name, std::size_t size) noexcept = 0;
+    // TRACETREE_WATCH, when someone wants the value: as text, a double, or printed by operator<<.
+    virtual void value(Arena& arena, const char* name, const char* text, std::size_t size, bool cut) noexcept = 0;
+    virtual void value(Arena& arena, const char* name, double number) noexcept = 0;
+    virtual void value(Arena& arena, const char* name, void (*print)(std::ostream&, const void*), const void* object) noexcept = 0;
+
+protected:
+    ~Recorder() = default;  // never destroyed: threads may record until the process ends
+};
+
+inline NodeRecord* Arena::enter_limited(Site* site, const SiteInfo* info) noexcept {
+    return recorder->enter_limited(*this, site, info);
+}
+inline NodeRecord* Arena::add(Site* site, const SiteInfo* info) noexcept { return recorder->add(*this, site, info); }
+
+// Where the process's recorder is published: one environment variable per version and process image.
+// The environment is the one place every copy can reach whatever the linking (hidden symbols, a
+// plugin loaded RTLD_LOCAL by an executable that exports nothing); AT_RANDOM in the name keeps a
+// program started by exec() from reading its parent's pointer.
+inline void published_name(char (&name)[128]) noexcept {
+    // Copies share standard-library objects (a Profile crosses from the recorder's copy to the caller's),
+    // so the standard library and its ABI are part of the name.
+    static const char prefix[] = "TRACETREE_RECORDER_" TRACETREE_DETAIL_STRING(TRACETREE_ABI)
+#if defined(_LIBCPP_VERSION)
+        "_libcxx" TRACETREE_DETAIL_STRING(_LIBCPP_ABI_VERSION)
+#elif defined(__GLIBCXX__) && defined(_GLIBCXX_USE_CXX11_ABI) && _GLIBCXX_USE_CXX11_ABI
+        "_libstdcxx11"
+#else
+        "_libstdcxx"
+#endif
+#if defined(_GLIBCXX_DEBUG) || defined(_LIBCPP_DEBUG)
+        "_debug"
+#endif
+        "_";
+    std::size_t at = 0;
+    for (const char c : prefix)
+        if (c != '\0') name[at++] = c;
+    unsigned char image[16] = {};
+#if defined(__linux__)
+    if (const auto* random = reinterpret_cast<const unsigned char*>(getauxval(AT_RANDOM)))
+        for (int i = 0; i < 16; ++i) image[i] = random[i];
+#else
+    const auto pid = static_cast<unsigned long>(getpid());
+    for (int i = 0; i < 8; ++i) image[i] = static_cast<unsigned char>(pid >> (8 * i));
+#endif
+    for (const unsigned char byte : image) {
+        name[at++] = "0123456789abcdef"[byte >> 4];
+        name[at++] = "0123456789abcdef"[byte & 15];
+    }
+    name[at] = '\0';
+}
+
+inline std::atomic<Recorder*> g_recorder{nullptr};  // this copy's cache of the published recorder
+
+// The recorder published for this process, or null.
+inline Recorder* published_recorder() noexcept {
+    char name[128];
+    published_name(name);
+    const char* value = getenv(name);
+    if (value == nullptr || *value == '\0') return nullptr;
+    std::uintptr_t address = 0;
+    for (; *value != '\0'; ++value) {
+        const char c = *value;
+        const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (digit < 0) return nullptr;
+        address = address * 16 + static_cast<std::uintptr_t>(digit);
+    }
+    return reinterpret_cast<Recorder*>(address);
+}
+
+TRACETREE_DETAIL_COLD inline Recorder* find_recorder() noexcept {
+    Recorder* found = g_recorder.load(std::memory_order_acquire);
+    if (found == nullptr && (found = published_recorder()) != nullptr) g_recorder.store(found, std::memory_order_release);
+    return found;
+}
+
+// This copy's pointer to the thread's arena. Trivially initialised and destroyed: no guard on the
+// hot path, and nothing that would keep a library from being unloaded.
+inline Arena*& tls_arena() noexcept {
+    static thread_local Arena* arena = nullptr;
+    return arena;
+}
+
+// A thread's first scope through this copy. With no recorder in the process (no file includes
+// control.hpp), scopes record nothing; the search is repeated only every 256th scope then.
+TRACETREE_DETAIL_COLD inline Arena* join_thread() noexcept {
+    static thread_local unsigned int misses = 0;
+    if (misses != 0 && (++misses & 255u) != 0) return nullptr;
+    Recorder* recorder = find_recorder();
+    Arena* arena = recorder != nullptr ? recorder->join_thread() : nullptr;
+    misses = arena == nullptr;
+    tls_arena() = arena;
+    return arena;
+}
+
+// ---- the scope guard --------------------------------------------------------------------------
+
+// A name's bytes, from a `const char*` or anything with data() and size().
+struct NameRef {
+    const char* data;
+    std::size_t size;
+};
+inline NameRef name_ref(const char* text) noexcept { return {text, text != nullptr ? __builtin_strlen(text) : 0}; }
+template <class Text>
+NameRef name_ref(const Text& text) noexcept {
+    return {text.data(), static_cast<std::size_t>(text.size())};
+}
+
+inline std::uint64_t hash_bytes(const char* data, std::size_t size, std::uint64_t seed) noexcept {
+    std::uint64_t h = seed ^ (size * 0x9E3779B97F4A7C15u);
+    for (; size >= 8; data += 8, size -= 8) {
+        std::uint64_t word;
+        __builtin_memcpy(&word, data, 8);
+        h = (h ^ word) * 0xBF58476D1CE4E5B9u;
+        h ^= h >> 31;
+    }
+    std::uint64_t tail = 0;
+    for (std::size_t i = 0; i < size; ++i) tail |= std::uint64_t{static_cast<unsigned char>(data[i])} << (8 * i);
+    h = (h ^ tail) * 0x94D049BB133111EBu;
+    return h ^ (h >> 29);
+}
+
+class Scope {
+public:
+    TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept {
+        Arena* arena = tls_arena();
+        if (arena == nullptr && (arena = join_thread()) == nullptr) return;
+        begin(*arena, &site, site.info.load(std::memory_order_relaxed));
+    }
+    // TRACETREE_SCOPE_DYNAMIC: the name is computed only when recording is on.
+    template <class MakeName>
+    Scope(Site& site, MakeName&& make_name) {
+        Arena* arena = tls_arena();
+        if (arena == nullptr && (arena = join_thread()) == nullptr) return;
+        if ((arena->flags.load(std::memory_order_relaxed) & kRecording) == 0) return;
+        auto&& name = make_name();
+        const NameRef ref = name_ref(name);
+        if (const SiteInfo* info = find_dynamic(*arena, site, ref)) begin(*arena, nullptr, info);
+    }
+    TRACETREE_DETAIL_INLINE ~Scope() {
+        if (node_ == nullptr) return;
+        if (TRACETREE_DETAIL_LIKELY(slow_ == 0)) {
+            arena_->leave(node_, ticks() - start_, uncaught_);
+            return;
+        }
+        arena_->recorder->end(*this);
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+    // Filled by begin() here or by the runtime's slow path; read by the runtime's end().
+    NodeRecord* node_ = nullptr;  // null: not recorded, and nothing below is read
+    Arena* arena_;
+    std::uint64_t start_;
+    unsigned int uncaught_;
+    std::uint8_t slow_;  // 0: the destructor's fast path; else what the runtime must do at the end
+
+private:
+    // Unwatched sites go straight to the tree: with sessions running, a site decided for this epoch
+    // and watched by none costs a load and a compare, not a match.
+    TRACETREE_DETAIL_INLINE void begin(Arena& arena, Site* site, const SiteInfo* info) noexcept {
+        const std::uint8_t flags = arena.flags.load(std::memory_order_relaxed);
+        if (flags == kRecording ||
+            (flags == (kRecording | kSessions) &&
+             info->watch.load(std::memory_order_relaxed) == arena.epoch_word.load(std::memory_order_relaxed))) {
+            node_ = arena.enter(site, info);
+            if (node_ == nullptr) return;
+            arena_ = &arena;
+            slow_ = 0;
+            uncaught_ = *arena.uncaught;
+            start_ = ticks();
+            return;
+        }
+        if ((flags & kRecording) != 0) arena.recorder->begin(*this, arena, site, info);
+    }
+
+    static const SiteInfo* find_dynamic(Arena& arena, Site& site, NameRef name) noexcept {
+        const std::size_t size = name.size < arena.max_name_length ? name.size : arena.max_name_length;
+        const SiteInfo* origin = site.info.load(std::memory_order_relaxed);
+        const std::uint64_t hash = hash_bytes(name.data, size, reinterpret_cast<std::uintptr_t>(origin));
+        for (std::uint32_t slot = static_cast<std::uint32_t>(hash) & arena.dynamic_mask;;
+             slot = (slot + 1) & arena.dynamic_mask) {
+            const DynamicEntry& entry = arena.dynamic[slot];
+            if (entry.info == nullptr) break;
+            if (entry.hash == hash && entry.info->origin == origin && entry.info->name_size == size &&
+                __builtin_memcmp(entry.info->name, name.data, size) == 0)
+                return entry.info;
+        }
+        return arena.recorder->dynamic_site(arena, site, name.data, size);
+    }
+};
+
+// ---- watched values (TRACETREE_WATCH) and thrown exceptions (TRACETREE_THROW) ------------------
+
+// TRACETREE_WATCH's value is evaluated only when a session wants it: one load and a compare otherwise.
+template <class MakeValue>
+TRACETREE_DETAIL_INLINE void watch(const char* name, MakeValue&& make_value) {
+    Arena* arena = tls_arena();
+    if (arena == nullptr || arena->values == 0) return;
+    if ((arena->values & kValuesOfAll) == 0 && arena->value_node != arena->cur) return;
+    record_value(*arena, name, make_value());
+}
+
+// TRACETREE_THROW: notes the line for the throw hook (detail/runtime.hpp), then the exception is thrown.
+template <class Exception>
+Exception&& note_throw(const char* file, unsigned int line, Exception&& exception) noexcept {
+    Arena* arena = tls_arena();
+    if (arena == nullptr) arena = join_thread();
+    if (arena != nullptr) {
+        arena->throw_file = file;
+        arena->throw_line = line;
+    }
+    return static_cast<Exception&&>(exception);
+}
+
+}  // namespace detail
+
+// A value's text for TRACETREE_WATCH, cut at kCapacity bytes (a cut value ends in "...").
+class ValueWriter {
+public:
+    static constexpr std::size_t kCapacity = 256;
+    void append(const char* text, std::size_t size) noexcept {
+        for (std::size_t i = 0; i < size; ++i) put(text[i]);
+    }
+    void append(const char* text) noexcept { append(text, __builtin_strlen(text)); }
+    // "text" with `"`, `\` and control characters escaped.
+    void quoted(const char* text, std::size_t size) noexcept {
+        put('"');
+        for (std::size_t i = 0; i < size; ++i) {
+            const unsigned char c = static_cast<unsigned char>(text[i]);
+            if (c == '"' || c == '\\') put('\\'), put(static_cast<char>(c));
+            else if (c == '\n') put('\\'), put('n');
+            else if (c < 0x20 || c == 0x7F) put('\\'), put('x'), put("0123456789abcdef"[c >> 4]), put("0123456789abcdef"[c & 15]);
+            else put(static_cast<char>(c));
+        }
+        put('"');
+    }
+    void integer(unsigned long long magnitude, bool negative = false) noexcept {
+        char digits[24];
+        int count = 0;
+        do digits[count++] = static_cast<char>('0' + magnitude % 10); while ((magnitude /= 10) != 0);
+        if (negative) put('-');
+        while (count > 0) put(digits[--count]);
+    }
+    const char* data() const noexcept { return text_; }
+    std::size_t size() const noexcept { return size_; }
+    bool cut() const noexcept { return cut_; }
+
+private:
+    void put(char c) noexcept {
+        if (size_ < kCapacity) text_[size_++] = c;
+        else cut_ = true;
+    }
+    char text_[kCapacity];
+    std::size_t size_ = 0;
+    bool cut_ = false;
+};
+
+namespace detail {
+
+// How TRACETREE_WATCH formats a value, in order: bools, characters, integers, enums, floating point,
+// null pointers, strings (quoted; a `const char*` or anything with data() and size() of char),
+// pointers (hex); then a user's `tracetree_format(tracetree::ValueWriter&, const T&)` found by
+// argument-dependent lookup; then `operator<<(std::ostream&, const T&)`.
+template <class T, class = void>
+struct has_data_size : std::false_type {};
+template <class T>
+struct has_data_size<T, std::enable_if_t<std::is_same<std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const T&>().data())>>, char>::value,
+                                         decltype(void(std::declval<const T&>().size()))>> : std::true_type {};
+template <class T, class = void>
+struct has_user_format : std::false_type {};
+template <class T>
+struct has_user_format<T, decltype(tracetree_format(std::declval<ValueWriter&>(), std::declval<const T&>()))> : std::true_type {};
+template <class T, class = void>
+struct has_stream_output : std::false_type {};
+template <class T>
+struct has_stream_output<T, decltype(void(std::declval<std::ostream&>() << std::declval<const T&>()))> : std::true_type {};
+
+template <class T>
+void print_to_stream(std::ostream& out, const void* object) {
+    out << *static_cast<const T*>(object);
+}
+
+template <class T>
+void record_value(Arena& arena, const char* name, const T& value) {
+    using U = std::decay_t<T>;
+    ValueWriter text;
+    if constexpr (std::is_same<U, bool>::value) {
+        text.append(value ? "true" : "false");
+    } else if constexpr (std::is_same<U, char>::value) {
+        text.quoted(&value, 1);
+    } else if constexpr (std::is_integral<U>::value) {
+        if constexpr (std::is_signed<U>::value)
+            text.integer(value < 0 ? 0ull - static_cast<unsigned long long>(value) : static_cast<unsigned long long>(value), value < 0);
+        else
+            text.integer(value);
+    } else if constexpr (std::is_enum<U>::value) {
+        record_value(arena, name, static_cast<std::underlying_type_t<U>>(value));
+        return;
+    } else if constexpr (std::is_floating_point<U>::value) {
+        arena.recorder->value(arena, name, static_cast<double>(value));
+        return;
+    } else if constexpr (std::is_same<U, std::nullptr_t>::value) {
+        text.append("null");
+    } else if constexpr (std::is_same<U, const char*>::value || std::is_same<U, char*>::value) {
+        if (value == nullptr) text.append("null");
+        else text.quoted(value, __builtin_strlen(value));
+    } else if constexpr (has_data_size<U>::value) {
+        text.quoted(value.data(), static_cast<std::size_t>(value.size()));
+    } else if constexpr (std::is_pointer<U>::value) {
+        const auto address = reinterpret_cast<std::uintptr_t>(value);
+        text.append("0x");
+        for (int shift = 60; shift >= 0; shift -= 4)
+            if ((address >> shift) != 0 || shift == 0) text.append(&"0123456789abcdef"[(address >> shift) & 15], 1);
+    } else if constexpr (has_user_format<U>::value) {
+        tracetree_format(text, value);
+    } else if constexpr (has_stream_output<U>::value) {
+        arena.recorder->value(arena, name, &print_to_stream<U>, &value);
+        return;
+    } else {
+        static_assert(has_stream_output<U>::value,
+                      "TRACETREE_WATCH cannot format this type: declare "
+                      "`void tracetree_format(tracetree::ValueWriter&, const T&)` next to it, or an operator<<");
+    }
+    arena.recorder->value(arena, name, text.data(), text.size(), text.cut());
+}
+
+}  // namespace detail
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_DETAIL_RECORDER_HPP

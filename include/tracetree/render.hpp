@@ -1,0 +1,321 @@
+// tracetree rendering: traces and profiles as Arthas prints them, and as a table for people.
+// SPDX-License-Identifier: MIT
+//
+//   #include <tracetree/render.hpp>
+//   tracetree::render(std::cout, trace);                         // Arthas `trace` text
+//   tracetree::render(std::cout, tracetree::profile().merged()); // every thread folded into one tree
+//   tracetree::render_human(std::cout, trace);                   // aligned columns, ns/µs/ms/s
+//
+// Renderers only read the plain values of values.hpp, so a saved trace renders as a live one.
+// Reading order: the options and functions, then `detail` (the Arthas tree writer, the human table),
+// then the definitions.
+//
+// Arthas's rules: `` `--- `` / `+---` connectors, `"|   "` / `"    "` indents; the traced root as
+// `[Xms]`; a call as `[P.PP% Xms ]`, folded calls as `[P.PP% min=Xms,max=Yms,total=Zms,count=N]`,
+// the percentage of the direct parent's total as Java's `%.2f` prints it; milliseconds as Java's
+// Double.toString prints them (`3.0`, `0.096584`, `8.55E-4`); ` #line` (the scope macro's line);
+// `[throws Exception]` or `[throws Exception,N]`; a throw as `throw:<type> #<line> [<what()>]`,
+// folded throws with a leading `[count=N]`; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
+// (id in decimal, as Arthas 4 prints it); the costliest node below the root in red.
+#ifndef TRACETREE_RENDER_HPP
+#define TRACETREE_RENDER_HPP
+
+#include "detail/format.hpp"
+#include "values.hpp"
+
+#include <chrono>
+#include <iostream>  // std::cout/cerr: colour is automatic only for terminals
+#include <ostream>
+#include <sstream>   // to_string
+#include <string>
+#include <utility>
+#include <vector>
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>  // isatty
+#endif
+
+TRACETREE_BEGIN_NAMESPACE
+
+enum class Colour { automatic, never, always };  // automatic: only when the stream is a terminal
+
+// Named setters: RenderOptions().colour(Colour::never).utc()
+class RenderOptions {
+public:
+    RenderOptions& colour(Colour colour) { colour_ = colour; return *this; }
+    RenderOptions& utc(bool on = true) { utc_ = on; return *this; }  // ts= in UTC instead of local time
+    Colour colour() const { return colour_; }
+    bool utc() const { return utc_; }
+
+private:
+    Colour colour_ = Colour::automatic;
+    bool utc_ = false;
+};
+
+void render(std::ostream& out, const Trace& trace, const RenderOptions& options = {});
+void render(std::ostream& out, const Profile& profile, const RenderOptions& options = {});
+// One thread's tree, or `profile.merged()`; `taken` is the header's time (default: now).
+void render(std::ostream& out, const ThreadProfile& thread, const RenderOptions& options = {});
+void render(std::ostream& out, const ThreadProfile& thread, std::chrono::system_clock::time_point taken,
+            const RenderOptions& options = {});
+// As render(), without colour unless asked.
+std::string to_string(const Trace& trace, const RenderOptions& options = RenderOptions().colour(Colour::never));
+std::string to_string(const Profile& profile, const RenderOptions& options = RenderOptions().colour(Colour::never));
+std::string to_string(const ThreadProfile& thread, const RenderOptions& options = RenderOptions().colour(Colour::never));
+
+// The other sessions, as Arthas prints them.
+void render(std::ostream& out, const StackTrace& stack, const RenderOptions& options = {});  // `stack`
+void render(std::ostream& out, const WatchEvent& event, const RenderOptions& options = {});  // `watch`
+void render(std::ostream& out, const MonitorInterval& interval, const RenderOptions& options = {});  // `monitor`
+
+// Aligned columns (total, self, count, min, max) in ns/µs/ms/s, then the tree.
+void render_human(std::ostream& out, const Trace& trace);
+void render_human(std::ostream& out, const Profile& profile);
+void render_human(std::ostream& out, const ThreadProfile& thread);
+
+namespace detail {
+
+inline bool use_colour(std::ostream& out, Colour colour) {
+    if (colour != Colour::automatic) return colour == Colour::always;
+#if defined(__unix__) || defined(__APPLE__)
+    if (out.rdbuf() == std::cout.rdbuf()) return isatty(1) != 0;
+    if (out.rdbuf() == std::cerr.rdbuf() || out.rdbuf() == std::clog.rdbuf()) return isatty(2) != 0;
+#endif
+    return false;
+}
+
+// The cost bracket: root `[Xms]`, a call `[P.PP% Xms ]`, folded `[P.PP% min=..,max=..,total=..,count=N]`.
+// `parent` is null for roots and for children of a still-running node (no total to divide by).
+inline std::string cost_text(const Node& node, const Node* parent) {
+    if (node.count == 0) return "[running]";
+    std::string text = "[";
+    if (parent != nullptr) text += percent(node.total, parent->total) + "% ";
+    if (node.count == 1) return text + java_millis(node.total) + (parent != nullptr ? "ms ]" : "ms]");
+    return text + "min=" + java_millis(node.min) + "ms,max=" + java_millis(node.max) + "ms,total=" +
+           java_millis(node.total) + "ms,count=" + std::to_string(node.count) + "]";
+}
+
+inline const Node* costliest_below(const Node& node, const Node* best) {
+    for (const Node& child : node.children) {
+        if (child.kind == NodeKind::call && (best == nullptr || child.total > best->total)) best = &child;
+        best = costliest_below(child, best);
+    }
+    return best;
+}
+
+// `throw:std::invalid_argument #46 [need >= 2]`: the type, the line when known, what() when there is one.
+inline std::string throw_text(const Node& node) {
+    std::string text = "throw:" + node.name;
+    if (node.line != 0) text += " #" + std::to_string(node.line);
+    if (node.message) text += " [" + *node.message + "]";
+    return text;
+}
+
+struct TreeWriter {
+    std::ostream& out;
+    const Node* highlighted;  // null: no colour
+
+    void line(const std::string& prefix, bool last, const Node& node, const Node* parent, bool with_line) {
+        out << prefix << (last ? "`---" : "+---");
+        if (node.kind == NodeKind::thrown) {
+            if (node.count > 1) out << "[count=" << node.count << "] ";
+            out << throw_text(node) << '\n';
+            return;
+        }
+        const std::string cost = cost_text(node, parent);
+        if (&node == highlighted) out << "\x1b[31m" << cost << " \x1b[m";
+        else out << cost << ' ';
+        out << node.name;
+        if (with_line && node.line != 0) out << " #" << node.line;
+        if (node.throws == 1) out << " [throws Exception]";
+        if (node.throws > 1) out << " [throws Exception," << node.throws << "]";
+        out << '\n';
+        const std::string inner = prefix + (last ? "    " : "|   ");
+        const Node* total_holder = node.count != 0 ? &node : nullptr;
+        for (std::size_t i = 0; i < node.children.size(); ++i)
+            line(inner, i + 1 == node.children.size() && node.dropped == 0, node.children[i], total_holder, true);
+        if (node.dropped != 0)
+            out << inner << "`---[not recorded: " << node.dropped << " calls past the depth or node limit]\n";
+    }
+};
+
+inline void write_header(std::ostream& out, std::chrono::system_clock::time_point time, const std::string& thread_name,
+                         std::uint32_t thread_id, const std::vector<std::pair<std::string, std::string>>& fields,
+                         bool utc) {
+    out << "`---ts=" << timestamp(time, utc) << ";thread_name=" << thread_name << ";id=" << thread_id;
+    for (const auto& field : fields) out << ';' << field.first << '=' << field.second;
+    out << '\n';
+}
+
+inline std::string without_parentheses(const std::string& name) {  // "a::f()" -> "a::f"
+    return name.size() > 2 && name.compare(name.size() - 2, 2, "()") == 0 ? name.substr(0, name.size() - 2) : name;
+}
+inline std::string basename(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
+
+inline std::string pad_right(const std::string& text, std::size_t width);
+
+inline std::string pad_left(const std::string& text, std::size_t width) {  // by code points, for "µ"
+    std::size_t visible = 0;
+    for (const char c : text) visible += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return visible >= width ? text : std::string(width - visible, ' ') + text;
+}
+
+inline std::string pad_right(const std::string& text, std::size_t width) {
+    std::size_t visible = 0;
+    for (const char c : text) visible += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return visible >= width ? text : text + std::string(width - visible, ' ');
+}
+
+inline void human_rows(std::ostream& out, const Node& node, const std::string& prefix, const std::string& branch) {
+    if (node.kind == NodeKind::thrown) {
+        out << std::string(33, ' ') << pad_left(std::to_string(node.count), 8) << std::string(24, ' ') << "  " << prefix
+            << branch << throw_text(node) << '\n';
+        return;
+    }
+    out << pad_left(duration(node.total), 11) << pad_left(duration(node.self()), 11)
+        << pad_left(std::to_string(node.count), 8) << pad_left(duration(node.min), 11)
+        << pad_left(duration(node.max), 11) << "  " << prefix << branch << node.name;
+    if (node.line != 0 && !branch.empty()) out << " #" << node.line;
+    if (node.throws != 0) out << "  (" << node.throws << " threw)";
+    if (node.dropped != 0) out << "  (" << node.dropped << " calls below not recorded)";
+    out << '\n';
+    const std::string inner = branch.empty() ? prefix : prefix + (branch == "`- " ? "   " : "|  ");
+    for (std::size_t i = 0; i < node.children.size(); ++i)
+        human_rows(out, node.children[i], inner, i + 1 == node.children.size() ? "`- " : "+- ");
+}
+
+inline void human_table(std::ostream& out, const std::string& title, const std::vector<Node>& roots) {
+    out << title << '\n' << "      total       self   count        min        max  call tree\n";
+    for (const Node& root : roots) human_rows(out, root, "", "");
+    out << '\n';
+}
+
+}  // namespace detail
+
+inline void render(std::ostream& out, const Trace& trace, const RenderOptions& options) {
+    detail::write_header(out, trace.start, trace.thread_name, trace.thread_id, trace.fields, options.utc());
+    const Node* highlighted =
+        detail::use_colour(out, options.colour()) ? detail::costliest_below(trace.root, nullptr) : nullptr;
+    detail::TreeWriter{out, highlighted}.line("    ", true, trace.root, nullptr, false);
+    out << '\n';
+}
+
+inline void render(std::ostream& out, const ThreadProfile& thread, std::chrono::system_clock::time_point taken,
+                   const RenderOptions& options) {
+    std::vector<std::pair<std::string, std::string>> fields;
+    if (thread.exited) fields.emplace_back("exited", thread.exited_threads > 1 ? std::to_string(thread.exited_threads) : "true");
+    if (thread.dropped_depth != 0) fields.emplace_back("dropped_depth", std::to_string(thread.dropped_depth));
+    if (thread.dropped_nodes != 0) fields.emplace_back("dropped_nodes", std::to_string(thread.dropped_nodes));
+    detail::write_header(out, taken, thread.thread_name, thread.thread_id, fields, options.utc());
+    const Node* highlighted = nullptr;
+    if (detail::use_colour(out, options.colour()))
+        for (const Node& root : thread.roots) highlighted = detail::costliest_below(root, highlighted);
+    detail::TreeWriter writer{out, highlighted};
+    for (std::size_t i = 0; i < thread.roots.size(); ++i)
+        writer.line("    ", i + 1 == thread.roots.size(), thread.roots[i], nullptr, false);
+    out << '\n';
+}
+
+inline void render(std::ostream& out, const ThreadProfile& thread, const RenderOptions& options) {
+    render(out, thread, std::chrono::system_clock::now(), options);
+}
+
+inline void render(std::ostream& out, const Profile& profile, const RenderOptions& options) {
+    for (const ThreadProfile& thread : profile.threads) render(out, thread, profile.taken, options);
+}
+
+// `ts=...;thread_name=...;id=N`, then `    @` the matching scope and `        at` each scope around it.
+inline void render(std::ostream& out, const StackTrace& stack, const RenderOptions& options) {
+    out << "ts=" << detail::timestamp(stack.start, options.utc()) << ";thread_name=" << stack.thread_name
+        << ";id=" << stack.thread_id;
+    for (const auto& field : stack.fields) out << ';' << field.first << '=' << field.second;
+    out << '\n';
+    for (std::size_t i = 0; i < stack.frames.size(); ++i) {
+        const StackFrame& frame = stack.frames[i];
+        if (i == 0) {
+            out << "    @" << detail::without_parentheses(frame.name) << "()\n";
+            continue;
+        }
+        out << "        at " << detail::without_parentheses(frame.name) << '(' << detail::basename(frame.file);
+        if (frame.line != 0) out << ':' << frame.line;
+        out << ")\n";
+    }
+    out << '\n';
+}
+
+// `method=... location=AtExit`, then `ts=...; [cost=Xms] result=@Values[` and one `name=value,` per line.
+inline void render(std::ostream& out, const WatchEvent& event, const RenderOptions& options) {
+    out << "method=" << detail::without_parentheses(event.scope)
+        << " location=" << (event.threw ? "AtExceptionExit" : "AtExit") << '\n'
+        << "ts=" << detail::timestamp(event.start, options.utc()) << "; [cost=" << detail::java_millis(event.cost)
+        << "ms] result=@Values[";
+    if (!event.values.empty()) out << '\n';
+    for (const auto& value : event.values) out << "    " << value.first << '=' << value.second << ",\n";
+    out << "]\n";
+}
+
+// Arthas's monitor table, with the interval's min and max besides the average.
+inline void render(std::ostream& out, const MonitorInterval& interval, const RenderOptions& options) {
+    std::vector<std::vector<std::string>> rows = {
+        {"timestamp", "class", "method", "total", "success", "fail", "avg-rt(ms)", "min-rt(ms)", "max-rt(ms)", "fail-rate"}};
+    const std::string ts = detail::timestamp(interval.end, options.utc()).substr(0, 19);
+    for (const MonitorRow& row : interval.rows) {
+        const std::string name = detail::without_parentheses(row.name);
+        const std::size_t split = name.rfind("::");
+        const auto millis = [](double ns) { return detail::fixed2(ns / 1e6); };
+        rows.push_back({ts, split == std::string::npos ? "" : name.substr(0, split),
+                        split == std::string::npos ? name : name.substr(split + 2), std::to_string(row.calls),
+                        std::to_string(row.calls - row.failed), std::to_string(row.failed),
+                        millis(static_cast<double>(row.total.count()) / static_cast<double>(row.calls)),
+                        millis(static_cast<double>(row.min.count())), millis(static_cast<double>(row.max.count())),
+                        detail::fixed2(100.0 * static_cast<double>(row.failed) / static_cast<double>(row.calls)) + "%"});
+    }
+    std::vector<std::size_t> widths(rows.front().size(), 0);
+    for (const auto& row : rows)
+        for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    std::size_t line = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        std::string text;
+        for (std::size_t c = 0; c < rows[i].size(); ++c) text += ' ' + detail::pad_right(rows[i][c], widths[c]) + ' ';
+        while (!text.empty() && text.back() == ' ') text.pop_back();
+        out << text << '\n';
+        line = std::max(line, text.size());
+        if (i == 0) out << std::string(line + 1, '-') << '\n';
+    }
+    out << '\n';
+}
+
+inline std::string to_string(const Trace& trace, const RenderOptions& options) {
+    std::ostringstream out;
+    render(out, trace, options);
+    return out.str();
+}
+inline std::string to_string(const Profile& profile, const RenderOptions& options) {
+    std::ostringstream out;
+    render(out, profile, options);
+    return out.str();
+}
+inline std::string to_string(const ThreadProfile& thread, const RenderOptions& options) {
+    std::ostringstream out;
+    render(out, thread, options);
+    return out.str();
+}
+
+inline void render_human(std::ostream& out, const Trace& trace) {
+    detail::human_table(out,
+                        "trace of " + trace.root.name + " on " + trace.thread_name + " (id " +
+                            std::to_string(trace.thread_id) + ") at " + detail::timestamp(trace.start, false),
+                        {trace.root});
+}
+inline void render_human(std::ostream& out, const ThreadProfile& thread) {
+    detail::human_table(out,
+                        "profile of " + thread.thread_name + " (id " + std::to_string(thread.thread_id) +
+                            (thread.exited ? ", exited" : "") + ")",
+                        thread.roots);
+}
+inline void render_human(std::ostream& out, const Profile& profile) {
+    for (const ThreadProfile& thread : profile.threads) render_human(out, thread);
+}
+
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_RENDER_HPP

@@ -1,0 +1,185 @@
+// tracetree values: the plain trees a trace, a profile or a timeline produces. SPDX-License-Identifier: MIT
+//
+// Plain data: the recorder produces them, tests and loaders build them by hand, renderers only read
+// them. Nothing here records or knows about threads.
+#ifndef TRACETREE_VALUES_HPP
+#define TRACETREE_VALUES_HPP
+
+#include "tracetree.hpp"  // the version and namespace macros
+
+#include <algorithm>  // std::min, std::max
+#include <chrono>     // durations and wall-clock times
+#include <cstdint>
+#include <optional>   // a throw's message: absent when the exception has no what()
+#include <string>
+#include <utility>    // std::pair
+#include <vector>
+
+TRACETREE_BEGIN_NAMESPACE
+
+using Nanos = std::chrono::nanoseconds;
+
+enum class NodeKind : std::uint8_t {
+    call,    // a scope: its calls, folded
+    thrown,  // an exception thrown while its parent was the innermost open scope (Arthas `throw:` lines)
+};
+
+struct Node {
+    NodeKind kind = NodeKind::call;
+    std::string name;        // a call: "ns::Class::method()" or the scope's text; thrown: the exception's type
+    std::string file;        // source file ("" when unknown)
+    std::uint32_t line = 0;  // a call: the line of its scope macro; thrown: the line of TRACETREE_THROW (0: unknown)
+    std::uint64_t count = 0; // completed calls (thrown: throws); a call with 0 was still running at the snapshot
+    Nanos total{}, min{}, max{};
+    std::uint64_t throws = 0;   // calls left by an exception
+    std::uint64_t dropped = 0;  // calls below this node not recorded: depth or node limit reached
+    std::optional<std::string> message;  // thrown: what() of the last one, when it derives from std::exception
+    std::vector<std::pair<std::string, std::string>> values;  // TRACETREE_WATCH values, when a trace asked for them
+    std::vector<Node> children;  // in order of first call
+
+    Nanos self() const;             // total minus the children's totals, never negative
+    void merge(const Node& other);  // adds counts and times, folds children with the same site
+    bool same_site(const Node& other) const {
+        return kind == other.kind && line == other.line && name == other.name && file == other.file;
+    }
+};
+
+struct Trace {  // one captured invocation of a watched scope, as Arthas `trace` prints it
+    std::chrono::system_clock::time_point start;
+    std::string thread_name;
+    std::uint32_t thread_id = 0;
+    std::vector<std::pair<std::string, std::string>> fields;  // annotate(): request ids and such
+    Node root;
+};
+
+struct ThreadProfile {  // everything one thread recorded since start or reset (Arthas `monitor`)
+    std::string thread_name;
+    std::uint32_t thread_id = 0;
+    bool exited = false;  // exited threads are folded together by thread name
+    std::uint64_t dropped_depth = 0, dropped_nodes = 0;
+    std::uint64_t exited_threads = 0;  // exited: how many threads were folded into this entry
+    std::vector<Node> roots;  // top-level scopes
+};
+
+struct Profile {
+    std::chrono::system_clock::time_point taken;
+    std::vector<ThreadProfile> threads;
+    ThreadProfile merged() const;  // all threads folded by call path, named "all threads"
+};
+
+// ---- what the other sessions deliver (sessions.hpp) ---------------------------------------------
+
+// Arthas `stack`: who called a matching scope.
+struct StackFrame {
+    std::string name;  // as in a trace: "ns::Class::method()" or the scope's text
+    std::string file;
+    std::uint32_t line = 0;  // the scope macro's line
+};
+struct StackTrace {
+    std::chrono::system_clock::time_point start;
+    std::string thread_name;
+    std::uint32_t thread_id = 0;
+    std::vector<std::pair<std::string, std::string>> fields;  // annotate()
+    Nanos cost{};
+    bool threw = false;
+    std::vector<StackFrame> frames;  // innermost first: the matching scope, then each open scope around it
+};
+
+// Arthas `watch`: the values an invocation saw.
+struct WatchEvent {
+    std::chrono::system_clock::time_point start;
+    std::string thread_name;
+    std::uint32_t thread_id = 0;
+    std::vector<std::pair<std::string, std::string>> fields;  // annotate()
+    std::string scope;  // the matching scope's name
+    std::string file;
+    std::uint32_t line = 0;
+    Nanos cost{};
+    bool threw = false;  // left by an exception (Arthas: location=AtExceptionExit)
+    std::vector<std::pair<std::string, std::string>> values;  // TRACETREE_WATCH(name, value) in the scope, in order
+};
+
+// Arthas `monitor -c`: calls per interval.
+struct MonitorRow {
+    std::string name;  // one row per matching scope that was called in the interval
+    std::string file;
+    std::uint32_t line = 0;
+    std::uint64_t calls = 0, failed = 0;  // failed: left by an exception
+    Nanos total{}, min{}, max{};          // min and max of this interval's calls
+};
+struct MonitorInterval {
+    std::chrono::system_clock::time_point start, end;
+    std::vector<MonitorRow> rows;
+};
+
+// ---- timeline: every scope with its start, for Chrome/Perfetto trace views ----------------------
+
+struct Span {
+    std::string name;
+    std::string file;
+    std::uint32_t line = 0;
+    Nanos start{};  // since Timeline::origin
+    Nanos duration{};
+    std::uint32_t depth = 0;  // open recorded scopes around it on its thread
+    bool threw = false;
+};
+struct ThreadTimeline {
+    std::string thread_name;
+    std::uint32_t thread_id = 0;
+    std::uint64_t dropped = 0;  // spans not kept: the per-thread bound was reached
+    std::vector<Span> spans;    // in order of their end
+};
+struct Timeline {
+    std::chrono::system_clock::time_point origin;
+    std::uint32_t process_id = 0;  // of the process that recorded it
+    std::vector<ThreadTimeline> threads;
+};
+
+// ---- definitions ------------------------------------------------------------------------------
+
+namespace detail {
+inline void merge_into(std::vector<Node>& into, const Node& node) {
+    for (Node& existing : into) {
+        if (existing.same_site(node)) {
+            existing.merge(node);
+            return;
+        }
+    }
+    into.push_back(node);
+}
+}  // namespace detail
+
+inline Nanos Node::self() const {
+    Nanos children_total{0};
+    for (const Node& child : children) children_total += child.total;
+    return total > children_total ? total - children_total : Nanos(0);
+}
+
+inline void Node::merge(const Node& other) {
+    if (other.count != 0) {
+        min = count == 0 ? other.min : std::min(min, other.min);
+        max = std::max(max, other.max);
+    }
+    count += other.count;
+    total += other.total;
+    throws += other.throws;
+    dropped += other.dropped;
+    if (other.message) message = other.message;
+    values.insert(values.end(), other.values.begin(), other.values.end());
+    for (const Node& child : other.children) detail::merge_into(children, child);
+}
+
+inline ThreadProfile Profile::merged() const {
+    ThreadProfile all;
+    all.thread_name = "all threads";
+    for (const ThreadProfile& thread : threads) {
+        for (const Node& root : thread.roots) detail::merge_into(all.roots, root);
+        all.dropped_depth += thread.dropped_depth;
+        all.dropped_nodes += thread.dropped_nodes;
+    }
+    return all;
+}
+
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_VALUES_HPP
