@@ -47,7 +47,9 @@ run() {  # TREE LABEL: the scripts under test, from TREE as its user would run t
     (cd "$tree" && TRACETREE_FUZZ_DIR=$shared_fuzz scripts/fuzz --seconds 1 --target matcher) \
         >"$work/$label.fuzz-shared.log" 2>&1 \
         || { tail -n 30 "$work/$label.fuzz-shared.log" >&2; fail "$label: scripts/fuzz with TRACETREE_FUZZ_DIR failed"; }
-    [[ -z $(ls -A "$TMPDIR") ]] || fail "$label: the scripts left temporary files: $(ls -A "$TMPDIR" | head -5 | tr '\n' ' ')"
+    local left
+    left=$(find "$TMPDIR" -mindepth 1 -maxdepth 1 | head -n 5)
+    [[ -z $left ]] || fail "$label: the scripts left temporary files: $left"
     echo "two-clones: $label: passed ($((SECONDS - start)) s)"
 }
 
