@@ -46,11 +46,12 @@
 // "::", the pattern's first positions join the state. When the state is empty the matcher jumps to
 // the next "::".
 //
-// Worst case measured (bench/matcher_bench.cpp; g++ 12 -O3; AMD EPYC, 2 cores shared with other
-// builds, so loaded figures): any pattern that keeps all 256 states live on every byte, such as the
-// glob `?*?*...?*` (256 bytes) or the regex `(.*){100}(.*){100}(.*){56}`, takes about 60 us on a
-// 1,024-byte name and 4 ms on a 64 KiB name (60 ns per byte). `(.|.)*X`, `(a|aa)*c`, `(a?){100}a{100}`
-// and `*a*a*a*a*a*b` against a run of 'a's: under 4 ns per byte. Compiling a pattern: under 0.2 ms.
+// Worst case measured (bench/matcher_bench.cpp, docs/testing.md; g++ 12 -O3, AMD EPYC, 2 cores
+// shared with other builds): the work per byte is at most one table look-up per 4 states, so the
+// slowest patterns keep all 256 states live on every byte, e.g. the glob `?*?*...?*` (256 bytes) or
+// the regex `(.*){100}(.*){100}(.*){56}`: about 40 us on a 1,024-byte name and 2.7 ms on a 64 KiB
+// name (41 ns per byte; clang++ 14: 37-46 ns). `(.|.)*X`, `(a|aa)*c`, `(a?){100}a{100}` and
+// `*a*a*a*a*a*b` against runs of 'a': 2-4 ns per byte. Compiling a pattern: under 0.2 ms.
 #ifndef TRACETREE_MATCHER_HPP
 #define TRACETREE_MATCHER_HPP
 
