@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 bool second_tu_matches(std::string_view glob, std::string_view name);  // second_tu.cpp
@@ -431,13 +432,17 @@ TEST_CASE("the header in a second translation unit: one definition of everything
     CHECK_FALSE(second_tu_matches("Mapper::*", "shop::Mapperx::map"));
 }
 
-TEST_CASE("a pattern is a value: copies match the same, text() and syntax() as given") {
+TEST_CASE("a pattern is a value: copies and moves match the same, text() and syntax() as given") {
     const Pattern original("Mapper::(map|lookup)", PatternSyntax::regex);
     const Pattern copy = original;  // NOLINT(performance-unnecessary-copy-initialization)
     CHECK(copy.text() == "Mapper::(map|lookup)");
     CHECK(copy.syntax() == PatternSyntax::regex);
     CHECK(copy.matches("shop::Mapper::lookup"));
     CHECK_FALSE(copy.matches("shop::Mapper::lookups"));
+    Pattern source("Mapper::*", PatternSyntax::glob);
+    const Pattern moved = std::move(source);
+    CHECK(moved.matches("shop::Mapper::map"));
+    CHECK_FALSE(source.matches("shop::Mapper::map"));  // NOLINT(bugprone-use-after-move): no crash, no match
     const Pattern g("m?p", PatternSyntax::glob);
     CHECK(g.text() == "m?p");
     CHECK(g.syntax() == PatternSyntax::glob);

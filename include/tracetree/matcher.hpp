@@ -610,6 +610,7 @@ inline Pattern::Pattern(std::string_view text, PatternSyntax syntax) : text_(tex
 }
 
 inline bool Pattern::matches(std::string_view name) const noexcept {
+    if (by_byte_.empty()) return false;  // moved from: no automaton left to read
     switch (words_) {
     case 1: return run<1>(name);
     case 2: return run<2>(name);
