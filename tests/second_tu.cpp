@@ -1,5 +1,5 @@
-// Includes the header a second time in the same program: a definition missing `inline` fails to link.
-#include <tracetree/tracetree.hpp>
+// Includes the headers a second time in the same program: a definition missing `inline` fails to link.
+#include <tracetree/all.hpp>
 
 int second_tu_work(int calls) {
     TRACETREE_FUNCTION();
@@ -9,4 +9,8 @@ int second_tu_work(int calls) {
         sum += i;
     }
     return sum;
+}
+
+bool second_tu_matches(std::string_view glob, std::string_view name) {  // test_matcher.cpp
+    return tracetree::Pattern(glob, tracetree::PatternSyntax::glob).matches(name);
 }
