@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 
 namespace demo::http {
 namespace {
@@ -254,13 +255,28 @@ std::string_view reason_phrase(int status) {
     }
 }
 
-std::string format(const Response& response, bool keep_alive, bool head_only) {
+std::string format_head(const Response& response, bool keep_alive) {
     std::string out = "HTTP/1.1 " + std::to_string(response.status) + ' ' +
                       std::string(response.reason.empty() ? reason_phrase(response.status) : response.reason) + "\r\n";
     for (const auto& header : response.headers) out += header.first + ": " + header.second + "\r\n";
-    out += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
+    const std::uint64_t length = response.body_stream ? response.body_stream_size : response.body.size();
+    out += "Content-Length: " + std::to_string(length) + "\r\n";
     out += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-    if (!head_only) out += response.body;
+    return out;
+}
+
+std::string format(const Response& response, bool keep_alive, bool head_only) {
+    std::string out = format_head(response, keep_alive);
+    if (head_only) return out;
+    if (!response.body_stream) return out + response.body;
+    const std::size_t head = out.size();
+    out.resize(head + static_cast<std::size_t>(response.body_stream_size));
+    for (std::size_t at = head; at < out.size();) {
+        const std::size_t got = response.body_stream(&out[at], out.size() - at);
+        if (got == 0) throw std::runtime_error("response body ended before its " +
+                                               std::to_string(response.body_stream_size) + " bytes");
+        at += got;
+    }
     return out;
 }
 

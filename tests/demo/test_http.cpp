@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -167,4 +169,28 @@ TEST_CASE("a bare CR in the head is a 400 as soon as it is seen, not after the r
     REQUIRE(body.status == ParseStatus::complete);
     CHECK(body.request.body == "a\rb");
     CHECK(demo::http::parse_response("HTTP/1.1 200 OK\rContent-Length: 0\r\n\r\n").status == ParseStatus::error);
+}
+
+TEST_CASE("a streamed body: Content-Length from its size, read whole by format(), left out for HEAD") {
+    demo::http::Response response;
+    std::string source(100000, 'x');
+    for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<char>('a' + i % 26);
+    std::size_t at = 0;
+    response.body_stream = [&](char* out, std::size_t max) {
+        const std::size_t count = std::min<std::size_t>({max, source.size() - at, 777});  // short reads
+        std::copy_n(source.data() + at, count, out);
+        at += count;
+        return count;
+    };
+    response.body_stream_size = source.size();
+    const std::string head = demo::http::format_head(response, true);
+    CHECK(head.find("Content-Length: 100000\r\n") != std::string::npos);
+    CHECK(demo::http::format(response, false, true).find("Content-Length: 100000\r\n") != std::string::npos);
+    CHECK(at == 0);  // HEAD: not read
+    const auto parsed = demo::http::parse_response(demo::http::format(response, true));
+    REQUIRE(parsed.status == ParseStatus::complete);
+    CHECK(parsed.response.body == source);
+    response.body_stream_size = source.size() + 1;  // a stream shorter than it said
+    at = 0;
+    CHECK_THROWS_AS(demo::http::format(response, true), std::runtime_error);
 }
