@@ -3,9 +3,11 @@
 // Invariants checked besides "no crash, no UB, no leak":
 //   - `consumed` never exceeds the input, and a complete request re-parses to the same from its own bytes;
 //   - a request complete in the first half of the input is the same request in the whole input;
-//   - normalize_path never returns a path that leaves the root or contains "/../" or "//".
+//   - normalize_path never returns a path that leaves the root or contains "/../" or "//";
+//   - a complete request's head has no bare CR (one not followed by LF) and at most one Host line.
 #include "http.hpp"
 
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -38,6 +40,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         http::parse_query(whole.request.query);
         whole.request.header("host");
+        const std::string_view head = input.substr(0, whole.consumed - whole.request.body.size());
+        for (std::size_t at = head.find('\r'); at != std::string_view::npos; at = head.find('\r', at + 1))
+            if (at + 1 >= head.size() || head[at + 1] != '\n') std::abort();
+        int hosts = 0;
+        for (const auto& header : whole.request.headers) {
+            std::string name = header.first;
+            for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            if (name == "host") ++hosts;
+        }
+        if (hosts > 1) std::abort();
     }
     // The first half is the same request still arriving: if it is already complete, more bytes after
     // it (a pipelined request) cannot change it.

@@ -75,7 +75,10 @@ public:
             return net::error_response(404, "no handler and no static resource for " + path);
         http::Response response;
         response.headers.emplace_back("Content-Type", content_type(path));
-        response.body = root_.read(resource);
+        // Read from the jar as the client takes it: the largest file is 5.6 MB.
+        const std::shared_ptr<JarEntryStream> body = root_.open(resource);
+        response.body_stream = [body](char* out, std::size_t max) { return body->read(out, max); };
+        response.body_stream_size = body->size();
         return response;
     }
 
@@ -192,7 +195,7 @@ public:
         }
         const bool keep = read.request->keep_alive && !last_allowed;
         TRACETREE_SCOPE("Http11OutputBuffer::commit");
-        return connection.write(http::format(response, keep, read.request->method == "HEAD")) && keep;
+        return connection.send(std::move(response), keep, read.request->method == "HEAD") && keep;
     }
 
 private:
@@ -400,6 +403,7 @@ net::ServerConfig server_config(const Options& options, const char* prefix, int 
     config.limits = options.limits;
     config.read_timeout = options.read_timeout;
     config.keep_alive_timeout = options.keep_alive_timeout;
+    config.max_connections = options.max_connections;
     return config;
 }
 
@@ -549,10 +553,12 @@ bool DemoServer::wait_for_trace_sessions(std::uint64_t at_least, Millis timeout)
 std::string usage() {
     return "usage: demo-server [--mode=buggy|fixed] [--port=7744] [--channel-port=7745] [--admin-port=7746]\n"
            "                   [--cache-ttl=5s] [--gc-period=30s] [--threads=10] [--read-timeout=20s]\n"
-           "                   [--keep-alive-timeout=20s] [--jar=PATH | --jar-scale=1] [--write-jar=PATH]\n"
+           "                   [--keep-alive-timeout=20s] [--max-connections=10000] [--jar=PATH | --jar-scale=1]\n"
+           "                   [--write-jar=PATH]\n"
            "  --mode=buggy  Tomcat 8.5.31: the mapper looks up every default-servlet path in the resources (BZ 62968)\n"
            "  --mode=fixed  Tomcat 8.5.37+: it checks mapperDirectoryRedirectEnabled (false) first\n"
            "  durations take ms or s (a bare number is ms); ports take 0 for an ephemeral one\n"
+           "  --max-connections caps each port's open connections; past it a client gets 503 and a close\n"
            "  --jar=PATH uses an existing application jar; without it one is generated in $TMPDIR\n"
            "  --write-jar=PATH writes the generated application jar there and exits\n";
 }
@@ -601,6 +607,7 @@ Options parse_options(const std::vector<std::string>& args) {
         else if (name == "read-timeout") options.read_timeout = parse_duration(name, value);
         else if (name == "keep-alive-timeout") options.keep_alive_timeout = parse_duration(name, value);
         else if (name == "threads") options.threads = parse_int(name, value, 1, 200);
+        else if (name == "max-connections") options.max_connections = static_cast<std::size_t>(parse_int(name, value, 1, 1000000));
         else if (name == "jar") options.jar = value;
         else if (name == "jar-scale") {
             const std::optional<double> scale = parse_decimal(value);

@@ -30,6 +30,7 @@ struct Options {
     int threads = 10;
     Millis read_timeout{20000};
     Millis keep_alive_timeout{20000};
+    std::size_t max_connections = 10000;  // per port (Tomcat's maxConnections); past it: 503 and close
     http::Limits limits;
     SteadyClock clock;  // for the cache TTL; empty: steady_clock (tests pass a fake one)
 };

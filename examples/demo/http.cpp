@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 
 namespace demo::http {
 namespace {
@@ -28,14 +29,32 @@ std::string_view trim(std::string_view text) {
     return text;
 }
 
-// The next line of `buffer` from `at`, without its LF or CRLF; nothing when no LF has arrived yet.
-std::optional<std::string_view> next_line(std::string_view buffer, std::size_t& at) {
+// Where a line of the header section stands. A CR is allowed only right before its LF: a bare CR
+// (RFC 9112 2.2) is an error, found before the line ends, so that a client ending its lines with CR
+// alone gets its 400 at once instead of waiting for the read timeout.
+enum class Line { done, incomplete, bare_cr };
+
+// The next line of `buffer` from `at`, without its LF or CRLF, into `line`.
+Line next_line(std::string_view buffer, std::size_t& at, std::string_view& line) {
     const std::size_t lf = buffer.find('\n', at);
-    if (lf == std::string_view::npos) return std::nullopt;
-    std::string_view line = buffer.substr(at, lf - at);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::size_t end = lf == std::string_view::npos ? buffer.size() : lf;
+    const std::size_t cr = buffer.substr(0, end).find('\r', at);
+    if (cr != std::string_view::npos && cr + 1 < end) return Line::bare_cr;  // a CR, then not the LF
+    if (lf == std::string_view::npos) return Line::incomplete;  // a CR at the very end may yet be a CRLF
+    line = buffer.substr(at, (cr == std::string_view::npos ? lf : cr) - at);
     at = lf + 1;
-    return line;
+    return Line::done;
+}
+
+constexpr const char* kBareCr = "bare CR in the message head: lines end with CRLF (RFC 9112 2.2)";
+
+// Host's value: a reg-name, IPv4 or [IP-literal], then an optional :port (RFC 9110 7.2, RFC 3986 3.2.2),
+// checked by its characters only.
+bool is_host_value(std::string_view value) {
+    return std::all_of(value.begin(), value.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               std::string_view("-._~!$&'()*+,;=%:[]").find(c) != std::string_view::npos;
+    });
 }
 
 ParseResult fail(int status, std::string reason) {
@@ -67,6 +86,7 @@ struct HeaderBlock {  // what the request and response parsers share
     Headers headers;
     std::optional<std::uint64_t> content_length;
     bool has_transfer_encoding = false;
+    bool has_host = false;
     bool connection_close = false, connection_keep_alive = false;
 };
 
@@ -75,20 +95,25 @@ struct HeaderBlock {  // what the request and response parsers share
 int parse_headers(std::string_view buffer, std::size_t& at, const Limits& limits, HeaderBlock& block,
                   std::string& reason) {
     for (;;) {
-        const std::optional<std::string_view> line = next_line(buffer, at);
-        if (!line) return -1;
-        if (line->empty()) return 0;
-        if (line->front() == ' ' || line->front() == '\t') {
+        std::string_view line;
+        const Line state = next_line(buffer, at, line);
+        if (state == Line::bare_cr) {
+            reason = kBareCr;
+            return 400;
+        }
+        if (state == Line::incomplete) return -1;
+        if (line.empty()) return 0;
+        if (line.front() == ' ' || line.front() == '\t') {
             reason = "obsolete header line folding";
             return 400;
         }
-        const std::size_t colon = line->find(':');
-        const std::string_view name = line->substr(0, colon);
+        const std::size_t colon = line.find(':');
+        const std::string_view name = line.substr(0, colon);
         if (colon == std::string_view::npos || !is_token(name)) {
-            reason = "malformed header line '" + printable(*line) + "'";
+            reason = "malformed header line '" + printable(line) + "'";
             return 400;
         }
-        const std::string_view value = trim(line->substr(colon + 1));
+        const std::string_view value = trim(line.substr(colon + 1));
         for (char c : value) {
             if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) {
                 reason = "control character in header '" + printable(name) + "'";
@@ -108,6 +133,14 @@ int parse_headers(std::string_view buffer, std::size_t& at, const Limits& limits
             block.content_length = length;
         } else if (iequals(name, "transfer-encoding")) {
             block.has_transfer_encoding = true;
+        } else if (iequals(name, "host")) {
+            // RFC 9112 3.2: 400 for more than one Host line or an invalid one; two Hosts that differ
+            // would let a proxy and this server route one request to two different sites.
+            if (block.has_host || !is_host_value(value)) {
+                reason = block.has_host ? "more than one Host header" : "invalid Host '" + printable(value) + "'";
+                return 400;
+            }
+            block.has_host = true;
         } else if (iequals(name, "connection")) {
             std::string_view rest = value;
             while (!rest.empty()) {  // a comma-separated list of options
@@ -131,26 +164,32 @@ const std::string* Request::header(std::string_view name) const {
 }
 
 ParseResult parse_request(std::string_view buffer, const Limits& limits) {
-    std::size_t at = 0;
-    while (at < buffer.size() && (buffer[at] == '\r' || buffer[at] == '\n')) ++at;  // RFC 9112 2.2
+    std::size_t at = 0;  // RFC 9112 2.2: empty lines (CRLF or LF) before the request line are ignored
+    while (at < buffer.size() && (buffer[at] == '\r' || buffer[at] == '\n')) {
+        if (buffer[at] == '\r' && at + 1 == buffer.size()) return {};  // its LF may be on the way
+        if (buffer[at] == '\r' && buffer[at + 1] != '\n') return fail(400, kBareCr);
+        at += buffer[at] == '\r' ? 2 : 1;
+    }
     if (at > limits.max_header_bytes) return fail(400, "too many blank lines before the request");
     const std::size_t start = at;
-    const std::optional<std::string_view> line = next_line(buffer, at);
-    if (!line) {
+    std::string_view line;
+    const Line state = next_line(buffer, at, line);
+    if (state == Line::bare_cr) return fail(400, kBareCr);
+    if (state == Line::incomplete) {
         if (buffer.size() - start > limits.max_header_bytes)
             return fail(414, "request line longer than " + std::to_string(limits.max_header_bytes) + " bytes");
         return {};
     }
     if (at - start > limits.max_header_bytes)
         return fail(414, "request line longer than " + std::to_string(limits.max_header_bytes) + " bytes");
-    const std::size_t sp1 = line->find(' ');
-    const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line->find(' ', sp1 + 1);
-    if (sp2 == std::string_view::npos || line->find(' ', sp2 + 1) != std::string_view::npos)
-        return fail(400, "malformed request line '" + printable(*line) + "'");
+    const std::size_t sp1 = line.find(' ');
+    const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
+        return fail(400, "malformed request line '" + printable(line) + "'");
     Request request;
-    request.method = std::string(line->substr(0, sp1));
-    request.target = std::string(line->substr(sp1 + 1, sp2 - sp1 - 1));
-    const std::string_view version = line->substr(sp2 + 1);
+    request.method = std::string(line.substr(0, sp1));
+    request.target = std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
+    const std::string_view version = line.substr(sp2 + 1);
     if (!is_token(request.method)) return fail(400, "malformed method '" + printable(request.method) + "'");
     if (request.target.empty() || request.target.front() != '/')
         return fail(400, "request target must start with '/'");
@@ -216,13 +255,28 @@ std::string_view reason_phrase(int status) {
     }
 }
 
-std::string format(const Response& response, bool keep_alive, bool head_only) {
+std::string format_head(const Response& response, bool keep_alive) {
     std::string out = "HTTP/1.1 " + std::to_string(response.status) + ' ' +
                       std::string(response.reason.empty() ? reason_phrase(response.status) : response.reason) + "\r\n";
     for (const auto& header : response.headers) out += header.first + ": " + header.second + "\r\n";
-    out += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
+    const std::uint64_t length = response.body_stream ? response.body_stream_size : response.body.size();
+    out += "Content-Length: " + std::to_string(length) + "\r\n";
     out += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-    if (!head_only) out += response.body;
+    return out;
+}
+
+std::string format(const Response& response, bool keep_alive, bool head_only) {
+    std::string out = format_head(response, keep_alive);
+    if (head_only) return out;
+    if (!response.body_stream) return out + response.body;
+    const std::size_t head = out.size();
+    out.resize(head + static_cast<std::size_t>(response.body_stream_size));
+    for (std::size_t at = head; at < out.size();) {
+        const std::size_t got = response.body_stream(&out[at], out.size() - at);
+        if (got == 0) throw std::runtime_error("response body ended before its " +
+                                               std::to_string(response.body_stream_size) + " bytes");
+        at += got;
+    }
     return out;
 }
 
@@ -234,17 +288,19 @@ ResponseParse parse_response(std::string_view buffer, const Limits& limits) {
         return result;
     };
     std::size_t at = 0;
-    const std::optional<std::string_view> line = next_line(buffer, at);
-    if (!line) return buffer.size() > limits.max_header_bytes ? error("status line too long") : result;
-    if (line->size() < 12 || line->substr(0, 7) != "HTTP/1." || (*line)[7] < '0' || (*line)[7] > '9' || (*line)[8] != ' ')
-        return error("malformed status line '" + printable(*line) + "'");
+    std::string_view line;
+    const Line state = next_line(buffer, at, line);
+    if (state == Line::bare_cr) return error("bare CR in the status line");
+    if (state == Line::incomplete) return buffer.size() > limits.max_header_bytes ? error("status line too long") : result;
+    if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || line[7] < '0' || line[7] > '9' || line[8] != ' ')
+        return error("malformed status line '" + printable(line) + "'");
     int status = 0;
     for (std::size_t i = 9; i < 12; ++i) {
-        const char c = (*line)[i];
-        if (c < '0' || c > '9') return error("malformed status code in '" + printable(*line) + "'");
+        const char c = line[i];
+        if (c < '0' || c > '9') return error("malformed status code in '" + printable(line) + "'");
         status = status * 10 + (c - '0');
     }
-    if (line->size() > 12 && (*line)[12] != ' ') return error("malformed status line '" + printable(*line) + "'");
+    if (line.size() > 12 && line[12] != ' ') return error("malformed status line '" + printable(line) + "'");
     HeaderBlock block;
     std::string reason;
     const int code = parse_headers(buffer, at, limits, block, reason);
@@ -258,7 +314,7 @@ ResponseParse parse_response(std::string_view buffer, const Limits& limits) {
     result.status = ParseStatus::complete;
     result.consumed = at + static_cast<std::size_t>(length);
     result.response.status = status;
-    result.response.reason = std::string(line->size() > 13 ? line->substr(13) : std::string_view());
+    result.response.reason = std::string(line.size() > 13 ? line.substr(13) : std::string_view());
     result.response.headers = std::move(block.headers);
     result.response.body = std::string(buffer.substr(at, static_cast<std::size_t>(length)));
     return result;

@@ -5,6 +5,8 @@
 #define DEMO_HTTP_HPP
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,7 +56,15 @@ struct Response {
     std::string reason;  // empty: the standard phrase
     Headers headers;     // Content-Length and Connection are added by format()
     std::string body;
+    // A body too large to hold whole (a static file), read as the client takes it, in place of `body`:
+    // body_stream(out, max) fills up to `max` bytes and returns how many, 0 only at the end, and
+    // throws on failure. A copy of the Response shares the stream.
+    std::function<std::size_t(char* out, std::size_t max)> body_stream;
+    std::uint64_t body_stream_size = 0;  // the Content-Length when body_stream is set
 };
+// The status line and headers, with Content-Length and Connection.
+std::string format_head(const Response& response, bool keep_alive);
+// The head and the body; a body_stream is read to its end (std::runtime_error when it ends short).
 std::string format(const Response& response, bool keep_alive, bool head_only = false);
 std::string_view reason_phrase(int status);
 

@@ -3,13 +3,34 @@
 #include "app.hpp"
 #include "fatjar.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <pthread.h>
 #include <string>
+#include <sys/resource.h>
 #include <vector>
+
+namespace {
+
+// Every connection is a descriptor, and one streaming a static file holds the jar open too: raise the
+// soft limit (1024 on many systems) toward what the cap needs, as far as the hard limit allows, and
+// say so when that is not enough. Past the limit the server stops accepting for a moment, and new
+// connections wait in the listen backlog instead of getting the 503.
+void raise_descriptor_limit(std::size_t max_connections) {
+    const rlim_t wanted = 2 * static_cast<rlim_t>(max_connections) + 1024;  // + the channel and admin ports
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= wanted) return;
+    limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    if (limit.rlim_cur < wanted)
+        std::cerr << "demo-server: the descriptor limit is " << limit.rlim_cur << "; --max-connections="
+                  << max_connections << " may need " << wanted << " (ulimit -Hn)\n";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     const std::vector<std::string> args(argv + 1, argv + argc);
@@ -38,13 +59,15 @@ int main(int argc, char** argv) {
         sigaddset(&stop_signals, SIGTERM);
         pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+        raise_descriptor_limit(options.max_connections);
         demo::DemoServer server(options);
         server.start();
         std::cout << "demo-server: mode=" << (options.mode == demo::Mode::buggy ? "buggy (Tomcat 8.5.31)" : "fixed (BZ 62968)")
                   << " app=http://" << options.host << ':' << server.port() << " channel=http://" << options.host << ':'
                   << server.channel_port() << " admin=http://" << options.host << ':' << server.admin_port()
                   << " jar=" << server.jar_path() << " cache-ttl=" << options.cache_ttl.count()
-                  << "ms gc-period=" << options.gc_period.count() << "ms" << std::endl;
+                  << "ms gc-period=" << options.gc_period.count() << "ms max-connections=" << options.max_connections
+                  << std::endl;
         int signal = 0;
         sigwait(&stop_signals, &signal);
         std::cout << "demo-server: stopping on signal " << signal << std::endl;

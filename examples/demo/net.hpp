@@ -1,62 +1,63 @@
-// Sockets for the demo: a small HTTP/1.1 server (acceptor thread, named worker pool, keep-alive,
-// timeouts) and a blocking client. Loopback by default. The bytes are parsed by http.hpp.
+// Sockets for the demo: a small HTTP/1.1 server modelled on Tomcat's NIO connector, and a blocking
+// client. Loopback by default. The bytes are parsed by http.hpp.
+//
+// The server: one poller thread holds every connection that is idle, still sending its request, or
+// still reading its response, with the read, keep-alive and write timeouts; a named worker pool runs
+// the service only for a request that has arrived whole. So idle, slow and stalled clients cost a
+// descriptor and a few hundred bytes each, never a worker. Past ServerConfig::max_connections a new
+// connection is answered 503 and closed. net.cpp has the details.
 #ifndef DEMO_NET_HPP
 #define DEMO_NET_HPP
 
 #include "http.hpp"
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <cstdint>
-#include <deque>
+#include <cstddef>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <optional>
-#include <set>
 #include <string>
-#include <thread>
-#include <vector>
+#include <string_view>
 
 namespace demo::net {
 
 using Millis = std::chrono::milliseconds;
 
-// One accepted connection. Reads one request at a time; the unread rest (pipelining) stays buffered.
+// One connection as a worker sees it while serving one request. Nothing here waits for the peer:
+// the request has arrived already, and what the socket does not take at once the poller writes later.
 class Connection {
 public:
-    Connection(int fd, const http::Limits& limits, Millis read_timeout, const std::atomic<bool>& stopping)
-        : fd_(fd), limits_(limits), read_timeout_(read_timeout), stopping_(stopping) {}
+    virtual ~Connection() = default;
 
     struct ReadResult {
         std::optional<http::Request> request;
-        int error_status = 0;      // 400, 408, 413, ...: answer it and close
+        int error_status = 0;      // 400, 413, 414, 431, 501, 505: answer it and close
         std::string error_reason;  // one line
-        // Neither: the peer closed (or the server is stopping) between requests; close quietly.
     };
-    ReadResult read_request();
-    bool write(std::string_view bytes);  // false when the peer is gone or too slow
-    bool has_buffered() const { return !buffer_.empty(); }
-    bool wait_readable(Millis timeout);  // data or EOF within `timeout`; false on timeout or stop
-
-private:
-    int fd_;
-    http::Limits limits_;
-    Millis read_timeout_;
-    const std::atomic<bool>& stopping_;
-    std::string buffer_;
+    // The request the poller received (or why it could not be parsed). No I/O.
+    virtual ReadResult read_request() = 0;
+    // Queues bytes for the client and sends what the socket takes now. False when the peer is gone.
+    virtual bool write(std::string_view bytes) = 0;
+    // The response's head and body. A body_stream is read as the socket drains, in bounded chunks.
+    // False when the peer is gone.
+    virtual bool send(http::Response response, bool keep_alive, bool head_only) = 0;
 };
 
 struct ServerConfig {
     std::string name_prefix = "http-nio-";  // threads are named <prefix><port>-exec-<n>, as in Tomcat
     std::string host = "127.0.0.1";
     int port = 0;                           // 0: an ephemeral port, see HttpServer::port()
-    int threads = 10;
+    int threads = 10;                       // workers: requests served at once
     http::Limits limits;
-    Millis read_timeout{20000};             // a request must arrive whole within this (Tomcat's connectionTimeout)
-    Millis keep_alive_timeout{20000};       // an idle kept-alive connection is closed after this
+    Millis read_timeout{20000};             // a request must arrive whole within this from its first byte
+                                            // (Tomcat's connectionTimeout); a response must make progress
+                                            // within it too (a client that stops reading is dropped)
+    Millis keep_alive_timeout{20000};       // a connection waiting for its next request is closed after this
     int max_keep_alive_requests = 100;
-    std::size_t max_queued = 256;           // accepted connections waiting for a worker; more are refused
+    // Open connections (idle, arriving, served or being written), as Tomcat's maxConnections. Past
+    // it a new connection gets 503 and is closed. Each one is a descriptor (two while it streams a
+    // static file), so RLIMIT_NOFILE must allow about 2 * max_connections for the cap to hold.
+    std::size_t max_connections = 10000;
 };
 
 // Serves one request from the connection; returns whether to keep the connection open.
@@ -74,30 +75,19 @@ public:
     HttpServer(const HttpServer&) = delete;
     HttpServer& operator=(const HttpServer&) = delete;
 
-    int port() const { return port_; }
+    int port() const;
     void start();
-    void stop();  // closes the listener, wakes and joins every thread; idempotent
-    bool stopping() const { return stopping_.load(); }
+    // Closes the listener and every connection, and joins the threads: at once for the poller, after
+    // the request each busy worker is running. Idempotent.
+    void stop();
+    bool stopping() const;
+    std::size_t connections() const;  // open now, counted against max_connections
+    // Waits until connections() == count; false after `timeout`. For tests and shutdown checks.
+    bool wait_for_connections(std::size_t count, Millis timeout) const;
 
 private:
-    void accept_loop();
-    void worker_loop(int index);
-    void serve(int fd);
-    void linger(int fd);
-
-    ServerConfig config_;
-    Service service_;
-    int listen_fd_ = -1;
-    int wake_pipe_[2] = {-1, -1};
-    int port_ = 0;
-    std::atomic<bool> stopping_{false};
-    std::thread acceptor_;
-    std::vector<std::thread> workers_;
-    std::mutex mutex_;
-    std::condition_variable queued_;
-    std::deque<int> queue_;
-    std::set<int> active_;  // connections being served: stop() shuts them down to wake their worker
-    bool started_ = false;
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
 };
 
 // A blocking client socket on the loopback, for the channel call and for tests.

@@ -34,6 +34,7 @@ std::optional<JarEntry> TomcatJarInputStream::getNextJarEntry() {
     if (!header) return std::nullopt;
     JarEntry entry = createZipEntry(header->name);
     entry.size = header->size;
+    entry.size_known = !header->has_descriptor();
     return entry;
 }
 
@@ -110,22 +111,50 @@ WebResource JarWarResourceSet::getResource(const std::string& path) {
 
 std::string JarWarResourceSet::read(const WebResource& resource) {
     TRACETREE_FUNCTION();
+    const std::unique_ptr<JarEntryStream> stream = open(resource);
+    std::string data;
+    char chunk[16384];
+    for (std::size_t got; (got = stream->read(chunk, sizeof chunk)) != 0;) data.append(chunk, got);
+    return data;
+}
+
+std::unique_ptr<JarEntryStream> JarWarResourceSet::open(const WebResource& resource) {
+    TRACETREE_FUNCTION();
     const int fd = ::open(war_path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw std::runtime_error("cannot open " + war_path_ + ": " + std::strerror(errno));
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
-    FileRangeSource source(fd, offset_, length_);
-    TomcatJarInputStream jar(source);  // no random access in a nested jar: walk to the entry
-    while (std::optional<JarEntry> entry = jar.getNextJarEntry()) {
+    std::unique_ptr<JarEntryStream> stream;
+    try {
+        stream = std::make_unique<JarEntryStream>(fd, offset_, length_);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    // No random access in a nested jar: walk to the entry.
+    while (std::optional<JarEntry> entry = stream->jar_.getNextJarEntry()) {
         if (entry->name != resource.entry) continue;
-        std::string data;
-        char chunk[16384];
-        for (std::size_t got; (got = jar.read(chunk, sizeof chunk)) != 0;) data.append(chunk, got);
-        return data;
+        stream->size_ = entry->size;
+        if (!entry->size_known) {
+            std::string& whole = stream->whole_.emplace();
+            char chunk[16384];
+            for (std::size_t got; (got = stream->jar_.read(chunk, sizeof chunk)) != 0;) whole.append(chunk, got);
+            stream->size_ = whole.size();
+        }
+        return stream;
     }
     throw std::runtime_error(resource.entry + " is no longer in " + archive_path_);
+}
+
+JarEntryStream::JarEntryStream(int fd, std::uint64_t offset, std::uint64_t length)
+    : fd_(fd), source_(fd, offset, length), jar_(source_) {}
+
+JarEntryStream::~JarEntryStream() { ::close(fd_); }
+
+std::size_t JarEntryStream::read(char* out, std::size_t max) {
+    if (!whole_) return jar_.read(out, max);
+    const std::size_t count = std::min(max, whole_->size() - whole_at_);
+    std::memcpy(out, whole_->data() + whole_at_, count);
+    whole_at_ += count;
+    return count;
 }
 
 void JarWarResourceSet::gc() {
@@ -242,6 +271,11 @@ WebResource StandardRoot::getResourceInternal(const std::string& path) {
 std::string StandardRoot::read(const WebResource& resource) {
     if (resource.set == nullptr) throw std::invalid_argument("no such resource: " + resource.path);
     return resource.set->read(resource);
+}
+
+std::unique_ptr<JarEntryStream> StandardRoot::open(const WebResource& resource) {
+    if (resource.set == nullptr) throw std::invalid_argument("no such resource: " + resource.path);
+    return resource.set->open(resource);
 }
 
 void StandardRoot::backgroundProcess() {

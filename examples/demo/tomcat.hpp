@@ -26,6 +26,7 @@ using SteadyClock = std::function<std::chrono::steady_clock::time_point()>;
 struct JarEntry {
     std::string name;
     std::uint64_t size = 0;
+    bool size_known = true;  // false: a data descriptor after the contents gives it (size is 0 until read)
     bool directory = false;
 };
 
@@ -65,6 +66,30 @@ private:
     zip::ZipInputStream in_;
 };
 
+// A resource's contents as a stream: the war stays open and the entry is inflated as the reader asks,
+// so that a large file (the 5.6 MB source map) is never held whole while a client downloads it. An
+// entry whose local header leaves its size to a data descriptor is read whole on opening instead, so
+// that size() is known before the first byte goes out.
+class JarEntryStream final : public zip::ByteSource {
+public:
+    JarEntryStream(int fd, std::uint64_t offset, std::uint64_t length);  // takes the descriptor
+    ~JarEntryStream() override;
+    JarEntryStream(const JarEntryStream&) = delete;
+    JarEntryStream& operator=(const JarEntryStream&) = delete;
+
+    std::uint64_t size() const { return size_; }
+    std::size_t read(char* out, std::size_t max) override;  // 0 at the end; zip::Error when damaged
+
+private:
+    friend class JarWarResourceSet;
+    int fd_;
+    FileRangeSource source_;
+    TomcatJarInputStream jar_;  // positioned at the entry by JarWarResourceSet::open
+    std::uint64_t size_ = 0;
+    std::optional<std::string> whole_;  // the entry, when its local header did not give its size
+    std::size_t whole_at_ = 0;
+};
+
 // A jar inside the application jar, mounted at "/" through its META-INF/resources directory.
 // Nested jars have no random access: the entry map is built by walking the whole jar, and is kept
 // only until the next gc() finds the archive unused.
@@ -77,6 +102,7 @@ public:
 
     WebResource getResource(const std::string& path);
     std::string read(const WebResource& resource);  // the resource's contents (walks to the entry)
+    std::unique_ptr<JarEntryStream> open(const WebResource& resource);  // the same, as a stream
     void gc();                                      // drops the entry map when the archive is unused
 
     const std::string& archive_path() const { return archive_path_; }
@@ -136,6 +162,7 @@ public:
     WebResource getResource(const std::string& path);  // through the cache
     WebResource getResourceInternal(const std::string& path);
     std::string read(const WebResource& resource);
+    std::unique_ptr<JarEntryStream> open(const WebResource& resource);
     void backgroundProcess();
 
     const std::vector<std::unique_ptr<JarWarResourceSet>>& resource_sets() const { return sets_; }

@@ -3,7 +3,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 using demo::http::ParseStatus;
 using demo::http::parse_request;
@@ -56,6 +59,11 @@ TEST_CASE("malformed requests get the right status") {
         {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999\r\n\r\n", 413},
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", 501},
         {"GET / HTTP/1.1\r\nHost: a\r\nX: a\x01" "b\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},  // RFC 9112 3.2: more than one Host
+        {"GET / HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n", 400},  // even the same one, in any case
+        {"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400},  // not a host[:port]
+        {"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400},
     };
     for (const Case& c : cases) {
         CAPTURE(c.bytes);
@@ -119,4 +127,70 @@ TEST_CASE("responses round-trip through format and parse_response") {
     CHECK(parsed.consumed == bytes.size());
     CHECK(demo::http::parse_response("HTTP/1.1 200 OK\r\n\r\n").status == ParseStatus::error);  // no length
     CHECK(demo::http::parse_response("HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n").status == ParseStatus::error);
+}
+
+TEST_CASE("Host: one, optional in HTTP/1.0, host[:port] or [IPv6]:port") {
+    CHECK(parse_request("GET / HTTP/1.1\r\nHost: 127.0.0.1:7744\r\n\r\n").status == ParseStatus::complete);
+    CHECK(parse_request("GET / HTTP/1.1\r\nHost: [::1]:7744\r\n\r\n").status == ParseStatus::complete);
+    CHECK(parse_request("GET / HTTP/1.1\r\nHost: example.com\r\n\r\n").status == ParseStatus::complete);
+    CHECK(parse_request("GET / HTTP/1.1\r\nHost:\r\n\r\n").status == ParseStatus::complete);  // empty: allowed
+    CHECK(parse_request("GET / HTTP/1.0\r\n\r\n").status == ParseStatus::complete);
+    const auto two = parse_request("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n");
+    CHECK(two.error_reason.find("more than one Host") != std::string::npos);
+}
+
+TEST_CASE("a bare CR in the head is a 400 as soon as it is seen, not after the read timeout") {
+    // Each is an error before the request could end: nothing more the client sends can make it valid.
+    const char* const bare[] = {
+        "GET / HTTP/1.1\rHost: a\r\r",        // CR-only line endings
+        "GET / HTTP/1.1\r",                     // (incomplete: the LF may follow) ...
+        "GET / HTTP/1.1\rH",                    // ... but not once another byte came instead
+        "GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\n\r\r\n",  // the blank line ending the head
+        "GET /a\rb HTTP/1.1\r\nHost: a\r\n\r\n",
+        "\r\rGET / HTTP/1.1\r\nHost: a\r\n\r\n",  // the empty lines allowed before a request
+        "GET / HTTP/1.1\r\nHost: a\r\nX: a\rb",    // in a header line that has not ended
+    };
+    for (const char* bytes : bare) {
+        CAPTURE(bytes);
+        const auto result = parse_request(bytes);
+        if (std::string_view(bytes) == "GET / HTTP/1.1\r") {
+            CHECK(result.status == ParseStatus::incomplete);
+            continue;
+        }
+        CHECK(result.status == ParseStatus::error);
+        CHECK(result.error_status == 400);
+        CHECK(result.error_reason.find("bare CR") != std::string::npos);
+    }
+    // Lines ending in LF alone are accepted (RFC 9112 2.2 allows it), CR inside the body is just data.
+    CHECK(parse_request("GET / HTTP/1.1\nHost: a\n\n").status == ParseStatus::complete);
+    CHECK(parse_request("\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").status == ParseStatus::complete);
+    const auto body = parse_request("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\na\rb");
+    REQUIRE(body.status == ParseStatus::complete);
+    CHECK(body.request.body == "a\rb");
+    CHECK(demo::http::parse_response("HTTP/1.1 200 OK\rContent-Length: 0\r\n\r\n").status == ParseStatus::error);
+}
+
+TEST_CASE("a streamed body: Content-Length from its size, read whole by format(), left out for HEAD") {
+    demo::http::Response response;
+    std::string source(100000, 'x');
+    for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<char>('a' + i % 26);
+    std::size_t at = 0;
+    response.body_stream = [&](char* out, std::size_t max) {
+        const std::size_t count = std::min<std::size_t>({max, source.size() - at, 777});  // short reads
+        std::copy_n(source.data() + at, count, out);
+        at += count;
+        return count;
+    };
+    response.body_stream_size = source.size();
+    const std::string head = demo::http::format_head(response, true);
+    CHECK(head.find("Content-Length: 100000\r\n") != std::string::npos);
+    CHECK(demo::http::format(response, false, true).find("Content-Length: 100000\r\n") != std::string::npos);
+    CHECK(at == 0);  // HEAD: not read
+    const auto parsed = demo::http::parse_response(demo::http::format(response, true));
+    REQUIRE(parsed.status == ParseStatus::complete);
+    CHECK(parsed.response.body == source);
+    response.body_stream_size = source.size() + 1;  // a stream shorter than it said
+    at = 0;
+    CHECK_THROWS_AS(demo::http::format(response, true), std::runtime_error);
 }

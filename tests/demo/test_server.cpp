@@ -253,6 +253,11 @@ TEST_CASE("malformed requests get the right 4xx and the server keeps serving") {
     CHECK(raw(server, "DELETE /send HTTP/1.1\r\nHost: a\r\n\r\n").status == 405);
     CHECK(raw(server, "GET /no-such-page HTTP/1.1\r\nHost: a\r\n\r\n").status == 404);
     CHECK(raw(server, "GET /send HTTP/1.1\r\nHost: a\r\n").status == 408);  // the blank line never comes
+    CHECK(raw(server, "GET /send HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").status == 400);
+    // CR-only line endings: 400 at once (a wait for the read timeout would answer 408).
+    const demo::http::Response bare_cr = raw(server, "GET /send HTTP/1.1\rHost: a\r\r");
+    CHECK(bare_cr.status == 400);
+    CHECK(bare_cr.body.find("bare CR") != std::string::npos);
     still_serving();
 
     net::Client keep_alive(kHost, server.port(), Millis(10000));  // two requests, one connection, pipelined
@@ -261,6 +266,45 @@ TEST_CASE("malformed requests get the right 4xx and the server keeps serving") {
     const demo::http::Response page = keep_alive.read_response();
     CHECK(page.status == 200);
     CHECK(page.body.size() > 10);
+}
+
+TEST_CASE("keep-alive: one Http11Processor::service call per request, none when the client closes") {
+    Fixture fixture;
+    DemoServer server(fixture.options(Mode::fixed));
+    server.start();
+    tracetree::TraceSession session({"Http11Processor::service", false, tracetree::Nanos(0), 100});
+    {
+        net::Client client(kHost, server.port(), Millis(10000));
+        for (int i = 0; i < 5; ++i) {
+            client.send("GET /send HTTP/1.1\r\nHost: a\r\n\r\n");
+            CHECK(client.read_response().status == 200);
+        }
+        client.shutdown_write();
+        CHECK(client.read_to_close().empty());  // the server has seen the close and closed too
+    }
+    for (int i = 0; i < 5; ++i) CHECK(session.next(std::chrono::seconds(20)));
+    CHECK_FALSE(session.next(tracetree::Nanos(0)));  // a call for the close would have come before it
+}
+
+TEST_CASE("static files are streamed from the nested jar, whole, and HEAD gives their length") {
+    Fixture fixture;
+    DemoServer server(fixture.options(Mode::fixed));
+    server.start();
+    const std::string jar = read_file(server.jar_path());
+    const demo::zip::Archive fat = demo::zip::Archive::parse(jar);
+    const demo::zip::Archive nested = demo::zip::Archive::parse(fat.raw_data(*fat.find(demo::kSwaggerUiJar)));
+    const std::string name = "META-INF/resources/webjars/springfox-swagger-ui/swagger-ui-bundle.js.map";
+    const std::string expected = nested.read(*nested.find(name));
+    const std::string path = name.substr(std::string("META-INF/resources").size());
+    const demo::http::Response got = net::request(kHost, server.port(), "GET", path);
+    CHECK(got.status == 200);
+    CHECK(got.body.size() == expected.size());
+    CHECK(got.body == expected);
+    net::Client client(kHost, server.port(), Millis(10000));
+    client.send("HEAD " + path + " HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    const std::string head = client.read_to_close();
+    CHECK(head.find("Content-Length: " + std::to_string(expected.size()) + "\r\n") != std::string::npos);
+    CHECK(head.substr(head.find("\r\n\r\n") + 4).empty());
 }
 
 TEST_CASE("a corrupt or missing application jar gives a clear error at start") {
@@ -310,4 +354,6 @@ TEST_CASE("command-line options") {
     CHECK_THROWS_AS(demo::parse_options({"--cache-ttl=soon"}), std::invalid_argument);
     CHECK_THROWS_AS(demo::parse_options({"--what=1"}), std::invalid_argument);
     CHECK_THROWS_AS(demo::parse_options({"fixed"}), std::invalid_argument);
+    CHECK(demo::parse_options({"--max-connections=50"}).max_connections == 50);
+    CHECK_THROWS_AS(demo::parse_options({"--max-connections=0"}), std::invalid_argument);
 }
