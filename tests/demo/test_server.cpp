@@ -272,7 +272,7 @@ TEST_CASE("keep-alive: one Http11Processor::service call per request, none when 
     Fixture fixture;
     DemoServer server(fixture.options(Mode::fixed));
     server.start();
-    tracetree::TraceSession session({"Http11Processor::service", false, tracetree::Nanos(0), 100});
+    tracetree::TraceSession session(tracetree::TraceRequest("Http11Processor::service").limit(100));
     {
         net::Client client(kHost, server.port(), Millis(10000));
         for (int i = 0; i < 5; ++i) {
