@@ -558,24 +558,49 @@ public:
     }
 
     virtual void start_session(const std::shared_ptr<SessionState>& session) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        for (int i = 0; i < kMaxSessions; ++i) {
-            if (sessions_[i]) continue;
-            sessions_[i] = session;
-            session->slot = i;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            int free = 0;
+            while (free < kMaxSessions && sessions_[free]) ++free;
+            if (free == kMaxSessions) throw std::invalid_argument("tracetree: too many sessions (at most 32 at once)");
+            sessions_[free] = session;
+            session->slot = free;
             session->interval_start = std::chrono::steady_clock::now();
             session->interval_wall_start = std::chrono::system_clock::now();
             sessions_changed_locked();
-            return;
         }
-        throw std::invalid_argument("tracetree: too many sessions (at most 32 at once)");
+        notify_listeners();
     }
 
     virtual void stop_session(SessionState& session) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (session.slot < 0 || sessions_[session.slot].get() != &session) return;
+            sessions_[session.slot].reset();
+            session.slot = -1;
+            sessions_changed_locked();
+        }
+        notify_listeners();
+    }
+
+    // For instrumentation that patches code on demand (xray.hpp): called, on the thread that started
+    // or stopped a session, after the set of sessions changed; running_sessions() says what it is now.
+    using Listener = void (*)(void* context);
+    virtual void listen(Listener listener, void* context) {
+        std::lock_guard<std::mutex> lock(listeners_mutex_);
+        listeners_.emplace_back(listener, context);
+    }
+    virtual void unlisten(Listener listener, void* context) {
+        std::lock_guard<std::mutex> lock(listeners_mutex_);
+        listeners_.erase(std::remove(listeners_.begin(), listeners_.end(), std::make_pair(listener, context)),
+                         listeners_.end());
+    }
+    std::vector<std::shared_ptr<const SessionState>> running_sessions() {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (session.slot >= 0 && sessions_[session.slot].get() == &session) sessions_[session.slot].reset();
-        session.slot = -1;
-        sessions_changed_locked();
+        std::vector<std::shared_ptr<const SessionState>> running;
+        for (const auto& session : sessions_)
+            if (session) running.push_back(session);
+        return running;
     }
 
     // Records `type` thrown while the innermost open scope of this thread is the current node.
@@ -1264,6 +1289,12 @@ private:
         }
     }
 
+    void notify_listeners() {
+        // Serialised, so that a listener sees the changes in the order they happened.
+        std::lock_guard<std::mutex> lock(listeners_mutex_);
+        for (const auto& listener : listeners_) listener.first(listener.second);
+    }
+
     // ---- delivery ----
 
     // One ticket of the session's limit, or false when it is reached.
@@ -1620,6 +1651,9 @@ private:
     std::deque<std::shared_ptr<ThreadState>> retired_;
     std::vector<ThreadProfile> exited_;
     std::vector<ThreadTimeline> exited_timelines_;
+
+    std::mutex listeners_mutex_;  // taken before mutex_ (a listener asks for running_sessions())
+    std::vector<std::pair<Listener, void*>> listeners_;
 
     std::mutex sites_mutex_;
     std::unordered_map<std::string, std::unique_ptr<InternedSite>> sites_;
