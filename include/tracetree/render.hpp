@@ -15,7 +15,8 @@
 // the percentage of the direct parent's total as Java's `%.2f` prints it; milliseconds as Java's
 // Double.toString prints them (`3.0`, `0.096584`, `8.55E-4`); ` #line` (the scope macro's line);
 // `[throws Exception]` or `[throws Exception,N]`; a throw as `throw:<type> #<line> [<what()>]`,
-// folded throws with a leading `[count=N]`; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
+// folded throws with a leading `[count=N]`; TRACETREE_WATCH values (traces that asked for them) as
+// `@name=value` lines before a node's children; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
 // (id in decimal, as Arthas 4 prints it); the costliest node below the root in red.
 #ifndef TRACETREE_RENDER_HPP
 #define TRACETREE_RENDER_HPP
@@ -130,6 +131,9 @@ struct TreeWriter {
         if (node.throws > 1) out << " [throws Exception," << node.throws << "]";
         out << '\n';
         const std::string inner = prefix + (last ? "    " : "|   ");
+        for (std::size_t i = 0; i < node.values.size(); ++i)  // TRACETREE_WATCH values, when a trace asked for them
+            out << inner << (i + 1 == node.values.size() && node.children.empty() && node.dropped == 0 ? "`---@" : "+---@")
+                << node.values[i].first << '=' << node.values[i].second << '\n';
         const Node* total_holder = node.count != 0 ? &node : nullptr;
         for (std::size_t i = 0; i < node.children.size(); ++i)
             line(inner, i + 1 == node.children.size() && node.dropped == 0, node.children[i], total_holder, true);

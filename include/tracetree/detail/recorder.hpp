@@ -523,7 +523,11 @@ template <class T>
 void record_value(Arena& arena, const char* name, const T& value) {
     using U = std::decay_t<T>;
     ValueWriter text;
-    if constexpr (std::is_same<U, bool>::value) {
+    if constexpr (std::is_array<T>::value) {  // a string literal: as the pointer it decays to
+        const std::remove_extent_t<T>* pointer = value;
+        record_value(arena, name, pointer);
+        return;
+    } else if constexpr (std::is_same<U, bool>::value) {
         text.append(value ? "true" : "false");
     } else if constexpr (std::is_same<U, char>::value) {
         text.quoted(&value, 1);
