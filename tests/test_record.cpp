@@ -222,7 +222,7 @@ TEST_CASE("call sites past the node limit are counted, not kept") {
 }
 
 TEST_CASE("limits reject absurd values") {
-    CHECK_THROWS_WITH_AS(tracetree::set_limits({0, 1000}), "tracetree: max_depth must be between 1 and 100000, got 0",
+    CHECK_THROWS_WITH_AS(tracetree::set_limits({0, 1000}), "tracetree: max_depth must be between 1 and 4096, got 0",
                          std::invalid_argument);
     CHECK_THROWS_AS(tracetree::set_limits({10, 1u << 30}), std::invalid_argument);
     CHECK_THROWS_AS(tracetree::set_limits({10, 3}), std::invalid_argument);
