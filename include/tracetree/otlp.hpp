@@ -73,7 +73,7 @@ struct OtlpOptions {
     std::chrono::milliseconds flush_interval{5000};  // what is queued is sent at least this often
     std::chrono::milliseconds timeout{10000};        // one request: connect, send, answer
     std::size_t max_queued_traces = 2048;  // past it new captures are dropped (counted in stats)
-    std::size_t max_batch_traces = 256;    // invocations per request
+    std::size_t max_batch_traces = 256;    // invocations per request (and at most 8192 spans, one invocation at least)
     std::size_t max_spans_per_trace = 1000;  // nodes past it (breadth first) are counted, not sent
     int max_attempts = 5;                  // per request, the first one included
     std::chrono::milliseconds initial_backoff{500};  // doubled per retry, with jitter
@@ -168,6 +168,9 @@ namespace otlp {
 using Clock = std::chrono::steady_clock;
 inline constexpr std::size_t kMaxResponseHead = 64 * 1024;
 inline constexpr std::size_t kMaxResponseBody = 1024 * 1024;
+// Spans per request: with names of a few hundred bytes, a few MiB of JSON, well under the 20 MiB
+// the OTLP specification recommends receivers accept.
+inline constexpr std::size_t kMaxBatchSpans = 8192;
 
 // ---- JSON pieces ----
 
@@ -403,6 +406,22 @@ inline std::size_t write_trace(std::string& out, bool& first, const Trace& trace
         if (sent == budget) break;
     }
     return written;
+}
+
+// The spans write_trace makes of `trace`.
+inline std::size_t span_count(const Trace& trace, std::size_t max_spans) {
+    std::size_t nodes = 0;
+    std::vector<const Node*> stack{&trace.root};
+    while (!stack.empty()) {
+        const Node* node = stack.back();
+        stack.pop_back();
+        ++nodes;
+        for (const Node& child : node->children)
+            if (child.kind == NodeKind::call) stack.push_back(&child);
+    }
+    const bool has_context = TraceId::from_hex(field(trace, fields::trace_id)).has_value();
+    return std::min(nodes, std::max<std::size_t>(max_spans, 1)) +
+           (has_context ? parse_client_spans(field(trace, fields::client_spans)).size() : 0);
 }
 
 // The whole request body; `spans` counts what it holds.
@@ -761,7 +780,9 @@ struct OtlpExporter::State {
                 continue;
             }
             std::vector<Trace> batch;
-            while (!queue.empty() && batch.size() < options.max_batch_traces) {
+            for (std::size_t spans = 0; !queue.empty() && batch.size() < options.max_batch_traces;) {
+                spans += detail::otlp::span_count(queue.front(), options.max_spans_per_trace);
+                if (!batch.empty() && spans > detail::otlp::kMaxBatchSpans) break;
                 batch.push_back(std::move(queue.front()));
                 queue.pop_front();
             }

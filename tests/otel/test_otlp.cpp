@@ -294,24 +294,26 @@ TEST_CASE("OTLP/JSON: hostile names stay valid JSON; deep and wide trees are bou
     check_json(json);
     CHECK(json.find("\\u0000end") != std::string::npos);
 
-    // 5000 levels (Node's own destructor recurses: deeper would test it, not the export): 1000
-    // spans sent, the rest counted.
+    // 1500 levels (Node's own copy and destructor recurse, deeply under sanitizers: deeper would test
+    // them, not the export): 1000 spans sent, the rest counted.
     tracetree::Trace deep;
     deep.start = kStart;
     deep.root = node("level", 1, 1s);
     tracetree::Node* at = &deep.root;
-    for (int i = 0; i < 5000; ++i) {
+    for (int i = 0; i < 1500; ++i) {
         at->children.push_back(node("level", 1, 1s));
         at = &at->children.back();
     }
-    const std::string deep_json = tracetree::to_otlp_json({deep});
+    std::vector<tracetree::Trace> deep_traces;
+    deep_traces.push_back(std::move(deep));
+    const std::string deep_json = tracetree::to_otlp_json(deep_traces);
     check_json(deep_json);
     std::size_t spans = 0;
     for (std::size_t at_span = deep_json.find("\"spanId\""); at_span != std::string::npos;
          at_span = deep_json.find("\"spanId\"", at_span + 1))
         ++spans;
     CHECK(spans == 1000);
-    CHECK(deep_json.find("{\"key\":\"tracetree.dropped_spans\",\"value\":{\"intValue\":\"4001\"}}") != std::string::npos);
+    CHECK(deep_json.find("{\"key\":\"tracetree.dropped_spans\",\"value\":{\"intValue\":\"501\"}}") != std::string::npos);
     // Breadth first: a wide root keeps its first level.
     tracetree::OtlpOptions small;
     small.max_spans_per_trace = 3;
@@ -501,6 +503,21 @@ TEST_CASE("exporter: the queue is bounded, batches are bounded, the periodic flu
         CHECK(exporter.flush(5s));
         CHECK(second.bodies().size() == 3);  // 2 + 2 + 1
         CHECK(exporter.stats().traces_exported == 5);
+    }
+    // And at most 8192 spans per request: three invocations of 5000 nodes go in three requests.
+    Receiver big;
+    tracetree::OtlpOptions spans = fast(big);
+    spans.max_spans_per_trace = 5000;
+    {
+        tracetree::Trace wide;
+        wide.start = kStart;
+        wide.root = node("root", 1, 1s);
+        for (int i = 0; i < 4999; ++i) wide.root.children.push_back(node("child " + std::to_string(i), 1, 1us));
+        tracetree::OtlpExporter exporter(spans);
+        for (int i = 0; i < 3; ++i) exporter.add(wide);
+        CHECK(exporter.flush(30s));
+        CHECK(big.bodies().size() == 3);
+        CHECK(exporter.stats().spans_exported == 15000);
     }
     Receiver third;
     tracetree::OtlpOptions periodic = fast(third);
