@@ -107,6 +107,7 @@ private:
     std::string tracestate_;
     int traceparents_ = 0;
     bool has_tracestate_ = false;
+    bool tracestate_overflow_ = false;
 };
 
 // The same for any range of (name, value) pairs: a std::vector<std::pair<std::string, std::string>>,
@@ -438,9 +439,14 @@ inline void ContextHeaders::add(std::string_view name, std::string_view value) {
     if (equals_lowercase(name, "traceparent")) {
         if (traceparents_++ == 0) traceparent_.assign(value.data(), value.size());
     } else if (equals_lowercase(name, "tracestate")) {
-        // RFC 7230 3.2.2: several fields are one list, in order. The bound keeps a flood of headers
-        // from growing it: past it the list is surely over 32 members or its length limits.
-        if (tracestate_.size() > 64 * 1024) return;
+        // RFC 7230 3.2.2: several fields are one list, in order. Past 64 KiB (a valid list is at most
+        // about 16 KiB, or padded with whitespace) the list is discarded, rather than kept growing.
+        if (tracestate_.size() + value.size() > 64 * 1024) {
+            tracestate_overflow_ = true;
+            tracestate_.clear();
+            return;
+        }
+        if (tracestate_overflow_) return;
         if (has_tracestate_) tracestate_ += ',';
         tracestate_.append(value.data(), value.size());
         has_tracestate_ = true;
@@ -455,7 +461,7 @@ inline TraceContext ContextHeaders::context(bool sample_new_trace) const {
     context.parent_span_id = parent->parent_id;
     context.span_id = SpanId::random();
     context.flags = parent->flags & kSampledFlag;
-    if (has_tracestate_) context.tracestate = parse_tracestate(tracestate_).value_or(std::string());
+    if (has_tracestate_ && !tracestate_overflow_) context.tracestate = parse_tracestate(tracestate_).value_or(std::string());
     return context;
 }
 

@@ -202,6 +202,11 @@ TEST_CASE("ContextHeaders: casing, repeated headers, a tracestate without tracep
     flood.add("traceparent", kValid);
     for (int i = 0; i < 100000; ++i) flood.add("tracestate", "k" + std::to_string(i) + "=1");
     CHECK(flood.context().tracestate.empty());
+    tracetree::ContextHeaders padded;  // valid by the grammar, but over the bound: discarded
+    padded.add("traceparent", kValid);
+    padded.add("tracestate", "foo=1" + std::string(70000, ' ') + ",bar=2");
+    padded.add("tracestate", "baz=3");
+    CHECK(padded.context().tracestate.empty());
 }
 
 TEST_CASE("ids: random ones differ and are never zero") {
@@ -227,6 +232,8 @@ TEST_CASE("adopt: the context lands in the traces the sessions capture, until th
         Headers{{"traceparent", kValid}, {"tracestate", "congo=t61rcWkgMzE"}});
     tracetree::TraceSession trace(tracetree::TraceRequest("served_request").limit(2));
     tracetree::StackSession stack(tracetree::StackRequest("served_request"));
+    tracetree::WatchSession watch(tracetree::WatchRequest("served_request"));
+    tracetree::FlightRecorder recorder(tracetree::RecorderRequest("served_request"));
     tracetree::adopt(incoming);
     REQUIRE(tracetree::current_context() != nullptr);
     CHECK(tracetree::current_context()->span_id == incoming.span_id);
@@ -247,6 +254,13 @@ TEST_CASE("adopt: the context lands in the traces the sessions capture, until th
     const auto frames = stack.next(std::chrono::seconds(5));
     REQUIRE(frames);
     CHECK(field(frames->fields, "trace_id") == kTraceId);
+    const auto event = watch.next(std::chrono::seconds(5));
+    REQUIRE(event);
+    CHECK(field(event->fields, "parent_span_id") == "1234567890123456");
+    const std::vector<tracetree::Trace> kept = recorder.recent();
+    REQUIRE(kept.size() == 2);
+    CHECK(field(kept[0].fields, "trace_id") == kTraceId);
+    CHECK(field(kept[0].fields, "parent_span_id") == "1234567890123456");
     tracetree::leave_context();
     CHECK(tracetree::current_context() == nullptr);
     served_request();  // nothing adopted: nothing annotated
