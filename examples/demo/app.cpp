@@ -6,6 +6,7 @@
 #include <tracetree/control.hpp>
 #include <tracetree/render.hpp>
 #include <tracetree/sessions.hpp>
+#include <tracetree/tracecontext.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include <atomic>
@@ -30,7 +31,10 @@ public:
     ChannelClient(std::string host, int port) : host_(std::move(host)), port_(port) {}
     http::Response send(const std::string& body) {
         TRACETREE_FUNCTION();
-        return net::request(host_, port_, "POST", "/pay", body, Millis(5000));
+        tracetree::OutgoingCall call("POST /pay");  // the request's trace context, passed on
+        http::Response answer = net::request(host_, port_, "POST", "/pay", body, Millis(5000), call.headers());
+        if (answer.status != 200) call.fail();
+        return answer;
     }
 
 private:
@@ -182,6 +186,8 @@ public:
             TRACETREE_SCOPE("Http11InputBuffer::parseHeaders");
             read = connection.read_request();
         }
+        // The caller's trace context (W3C traceparent), or a new trace: traces and exports carry it.
+        tracetree::adopt(read.request ? tracetree::context_from_headers(read.request->headers) : tracetree::new_trace());
         if (!read.request) {
             if (read.error_status != 0)
                 connection.write(http::format(net::error_response(read.error_status, read.error_reason), false));
@@ -440,6 +446,8 @@ struct DemoServer::Impl {
     }
 
     http::Response channel(const http::Request& request) {  // the third party: accepts every payment
+        TRACETREE_SCOPE("ChannelServer::pay");
+        tracetree::adopt(tracetree::context_from_headers(request.headers));  // a service of its own, traced too
         if (request.path != "/pay") return net::error_response(404, "the channel only knows /pay");
         http::Response response;
         response.headers.emplace_back("Content-Type", "application/json");

@@ -626,10 +626,11 @@ std::string Client::read_to_close() {
 }
 
 http::Response request(const std::string& host, int port, const std::string& method, const std::string& target,
-                       const std::string& body, Millis timeout) {
+                       const std::string& body, Millis timeout, const http::Headers& headers) {
     Client client(host, port, timeout);
     std::string text = method + ' ' + target + " HTTP/1.1\r\nHost: " + host + ':' + std::to_string(port) +
                        "\r\nConnection: close\r\n";
+    for (const auto& [name, value] : headers) text += name + ": " + value + "\r\n";
     if (!body.empty() || method == "POST")
         text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
     client.send(text + "\r\n" + body);

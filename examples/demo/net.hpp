@@ -111,9 +111,9 @@ private:
     std::string buffer_;
 };
 
-// One request on a fresh connection.
+// One request on a fresh connection; `headers` are sent as given (the caller keeps CR and LF out).
 http::Response request(const std::string& host, int port, const std::string& method, const std::string& target,
-                       const std::string& body = {}, Millis timeout = Millis(10000));
+                       const std::string& body = {}, Millis timeout = Millis(10000), const http::Headers& headers = {});
 
 void set_thread_name(const std::string& name);  // the OS name (cut to 15 bytes) and tracetree's full one
 

@@ -1,0 +1,159 @@
+// A Node client instrumented with the official OpenTelemetry SDK (W3C propagator, OTLP/HTTP exporter)
+// calls a tracetree server (examples/tracecontext-service, exporting with --otlp); both export to one
+// receiver here. The server's spans must carry the client's trace id and have the client's span as
+// parent; the call the server makes downstream must carry a traceparent the SDK's propagator reads,
+// with the server's client span as its parent.
+//
+//   node client.js PATH-TO-tracecontext-service
+'use strict';
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const { spawn } = require('node:child_process');
+const readline = require('node:readline');
+const api = require('@opentelemetry/api');
+const { TraceState, W3CTraceContextPropagator } = require('@opentelemetry/core');
+const { resourceFromAttributes } = require('@opentelemetry/resources');
+const { BasicTracerProvider, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http');
+
+const deadline = setTimeout(() => {
+  console.error('FAILED: timed out');
+  process.exit(1);
+}, 60000);
+
+function listen(handler) {
+  return new Promise((resolve) => {
+    const server = http.createServer(handler);
+    server.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}
+function readBody(request) {
+  return new Promise((resolve) => {
+    const chunks = [];
+    request.on('data', (chunk) => chunks.push(chunk));
+    request.on('end', () => resolve(Buffer.concat(chunks).toString()));
+  });
+}
+
+async function main() {
+  // The OTLP receiver: every span, from whichever process sent it.
+  const spans = [];
+  let arrived = () => {};
+  const receiver = await listen(async (request, response) => {
+    const body = JSON.parse(await readBody(request));
+    assert.equal(request.url, '/v1/traces');
+    assert.match(request.headers['content-type'], /^application\/json/);
+    for (const resourceSpans of body.resourceSpans) {
+      const service = resourceSpans.resource.attributes.find((a) => a.key === 'service.name').value.stringValue;
+      for (const scopeSpans of resourceSpans.scopeSpans)
+        for (const span of scopeSpans.spans) spans.push({ service, ...span });
+    }
+    response.writeHead(200, { 'Content-Type': 'application/json' });
+    response.end('{}');
+    arrived();
+  });
+  const otlp = `http://127.0.0.1:${receiver.address().port}/v1/traces`;
+
+  // Where the tracetree server calls next.
+  let downstreamHeaders = null;
+  const downstream = await listen(async (request, response) => {
+    await readBody(request);
+    downstreamHeaders = request.headers;
+    response.writeHead(200, { 'Content-Length': '0' });
+    response.end();
+  });
+
+  const service = spawn(process.argv[2], ['--port=0', `--otlp=${otlp}`, '--otlp-interval=20',
+                                          '--service-name=tracetree-server'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const serviceUrl = await new Promise((resolve, reject) => {
+    service.on('exit', (code) => reject(new Error(`the service exited with ${code}`)));
+    readline.createInterface({ input: service.stdout }).once('line', (line) => {
+      const found = /(http:\/\/127\.0\.0\.1:\d+\/\S*)/.exec(line);
+      if (found) resolve(found[1]);
+      else reject(new Error(`unexpected first line: ${line}`));
+    });
+  });
+
+  // The client, instrumented as the OpenTelemetry docs show, with the W3C propagator.
+  api.propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': 'node-client' }),
+    spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({ url: otlp }))],
+  });
+  const tracer = provider.getTracer('tracetree-tests');
+  // A caller upstream of the client left a tracestate: it must reach the downstream call unchanged.
+  const upstream = api.trace.setSpanContext(api.ROOT_CONTEXT, {
+    traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+    spanId: '00f067aa0ba902b7', traceFlags: api.TraceFlags.SAMPLED, isRemote: true,
+    traceState: new TraceState('congo=t61rcWkgMzE,rojo=00f067aa0ba902b7'),
+  });
+  const clientSpan = tracer.startSpan('POST /test', { kind: api.SpanKind.CLIENT }, upstream);
+  const headers = { 'Content-Type': 'application/json' };
+  api.propagation.inject(api.trace.setSpan(api.ROOT_CONTEXT, clientSpan), headers);
+  const payload = JSON.stringify([{ url: `http://127.0.0.1:${downstream.address().port}/next`, arguments: [] }]);
+  const status = await new Promise((resolve, reject) => {
+    const request = http.request(serviceUrl, { method: 'POST', headers }, (response) => {
+      response.resume();
+      response.on('end', () => resolve(response.statusCode));
+    });
+    request.on('error', reject);
+    request.end(payload);
+  });
+  clientSpan.end();
+  await provider.forceFlush();
+
+  const client = clientSpan.spanContext();
+  // Wait (event-driven) until the server's span and the client's have both arrived.
+  const has = () => spans.some((s) => s.service === 'node-client') && spans.some((s) => s.service === 'tracetree-server' && s.kind === 2);
+  while (!has()) await new Promise((resolve) => { arrived = resolve; });
+
+  let checks = 0;
+  const check = (what, fn) => {
+    try {
+      fn();
+      checks++;
+    } catch (error) {
+      console.error(`FAILED: ${what}\n${error.message}`);
+      process.exitCode = 1;
+    }
+  };
+  const server = spans.find((s) => s.service === 'tracetree-server' && s.kind === 2);
+  const serverCall = spans.find((s) => s.service === 'tracetree-server' && s.kind === 3);
+  check('the service answered 200', () => assert.equal(status, 200));
+  check('the server span continues the client trace', () => assert.equal(server.traceId, client.traceId));
+  check('the server span parent is the client span', () => assert.equal(server.parentSpanId, client.spanId));
+  check('the server span: sampled, parent remote (flags 0x301)', () => assert.equal(server.flags, 0x301));
+  check('the server span carries the tracestate', () => assert.equal(server.traceState, 'congo=t61rcWkgMzE,rojo=00f067aa0ba902b7'));
+  check('the client span arrived through our receiver', () =>
+    assert.ok(spans.some((s) => s.service === 'node-client' && s.spanId === client.spanId)));
+  check('the server exported its outgoing call as a client span under its server span', () => {
+    assert.ok(serverCall);
+    assert.equal(serverCall.traceId, client.traceId);
+    assert.equal(serverCall.parentSpanId, server.spanId);
+  });
+  check('the nested scope is a child span', () =>
+    assert.ok(spans.some((s) => s.service === 'tracetree-server' && s.kind === 1 && s.parentSpanId === server.spanId)));
+  check('the downstream call carries a traceparent the SDK propagator reads', () => {
+    const extracted = api.trace.getSpanContext(new W3CTraceContextPropagator().extract(
+      api.ROOT_CONTEXT, downstreamHeaders, api.defaultTextMapGetter));
+    assert.ok(extracted);
+    assert.equal(extracted.traceId, client.traceId);
+    assert.equal(extracted.spanId, serverCall.spanId);
+    assert.equal(extracted.traceFlags, api.TraceFlags.SAMPLED);
+    assert.equal(extracted.traceState.serialize(), 'congo=t61rcWkgMzE,rojo=00f067aa0ba902b7');
+  });
+
+  service.kill('SIGTERM');
+  const code = await new Promise((resolve) => service.on('exit', resolve));
+  check('the service stopped cleanly', () => assert.equal(code, 0));
+  await provider.shutdown();
+  receiver.close();
+  downstream.close();
+  clearTimeout(deadline);
+  console.log(`client.js: ${checks} checks, trace ${client.traceId}` + (process.exitCode ? ', with failures' : ', all pass'));
+}
+
+main().catch((error) => {
+  console.error(`FAILED: ${error.stack}`);
+  process.exit(1);
+});
