@@ -499,7 +499,8 @@ inline std::string page(const std::string& title, const std::string& body) {
 inline AdminResponse html_response(std::string body, int status = 200) {
     AdminResponse out = response("text/html; charset=utf-8", std::move(body), status);
     out.headers.emplace_back("Content-Security-Policy", kSecurityPolicy);
-    out.headers.emplace_back("Referrer-Policy", "no-referrer");
+    // Not no-referrer: with it a browser sends `Origin: null` on the page's own POST forms.
+    out.headers.emplace_back("Referrer-Policy", "same-origin");
     return out;
 }
 
