@@ -2,8 +2,10 @@
 //
 //   #include <tracetree/admin.hpp>
 //   tracetree::AdminHandler admin;  // mounted at /debug/tracetree; loopback clients only
-//   // in the server's request callback, for targets under admin.prefix():
-//   tracetree::AdminRequest request{method, target, host_header, origin_header, authorization_header};
+//   // in the server's request callback, when admin.handles(target):
+//   tracetree::AdminRequest request;
+//   request.method = method;  request.target = target;  // path and query, as received
+//   request.host = host_header;  request.origin = origin_header;  request.authorization = authorization_header;
 //   request.cancel = token;  // std::make_shared<tracetree::CancelToken>(); token->cancel() on disconnect
 //   tracetree::AdminResponse response = admin.handle(request);  // status, content_type, headers, body
 //
@@ -815,10 +817,8 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
         seconds = reader.decimal("timeout", std::min(30.0, max_seconds), 0.001, max_seconds, "seconds");
     }
     std::vector<std::string> value_names;
-    if (endpoint == "watch" && reader.get("values")) {
-        std::string_view list = *reader.get("values");
-        const std::string all(list);
-        list = all;
+    if (const std::optional<std::string> names = endpoint == "watch" ? reader.get("values") : std::nullopt) {
+        std::string_view list = *names;
         while (true) {
             const std::size_t comma = list.find(',');
             const std::string name(list.substr(0, comma));
@@ -1034,7 +1034,7 @@ inline std::string AdminHandler::index_page() {
         std::lock_guard<std::mutex> lock(recorder_mutex_);
         if (recorder_)
             body << "<p>" << (recorder_running_ ? "Running" : "Stopped") << " for <code>" << html(recorder_pattern_) << "</code>: "
-                 << recorder_->recorded() << " recorded, " << recorder_->recent().size() << " kept.</p>\n";
+                 << recorder_->recorded() << " recorded, " << recorder_->recorded() - recorder_->evicted() << " kept.</p>\n";
         else
             body << "<p class=\"note\">None started.</p>\n";
     }

@@ -39,19 +39,21 @@ int main() {
     std::cout << "port " << server.port() << std::endl;
     std::mutex mutex;
     std::condition_variable closed;
+    bool input_closed = false;
     std::thread reader([&] {
         while (std::getchar() != EOF) {
         }
         std::lock_guard<std::mutex> lock(mutex);
-        stop = true;
+        input_closed = true;
         closed.notify_all();
     });
     {
         std::unique_lock<std::mutex> lock(mutex);
-        closed.wait_for(lock, std::chrono::minutes(10), [&] { return stop.load(); });
-        stop = true;
+        closed.wait_for(lock, std::chrono::minutes(10), [&] { return input_closed; });
+        if (input_closed) reader.join();
+        else reader.detach();  // still in getchar(): the process ends with it
     }
+    stop = true;
     worker.join();
-    reader.detach();  // blocked in getchar() when the time ran out; the process ends here
     return 0;
 }
