@@ -48,6 +48,8 @@
 
 TRACETREE_BEGIN_NAMESPACE
 
+namespace detail { namespace admin { struct TokenAccess; } }
+
 // Cancels one waiting call. The host server makes one per request, keeps a shared_ptr, and calls
 // cancel() from any thread when its client goes away; the call then answers at once with what it has.
 class CancelToken {
@@ -56,7 +58,7 @@ public:
     bool cancelled() const;
 
 private:
-    friend struct detail_admin_access;
+    friend struct detail::admin::TokenAccess;
     mutable std::mutex mutex_;
     bool cancelled_ = false;
     std::function<void()> on_cancel_;  // set while a call waits; run under mutex_
@@ -129,7 +131,13 @@ private:
 
 // =================================================================================================
 
-struct detail_admin_access {  // lets the handler attach a call's stop action to a token
+namespace detail {
+namespace admin {
+
+using Params = std::vector<std::pair<std::string, std::string>>;
+
+// Lets the handler attach a call's stop action to a token.
+struct TokenAccess {
     static bool attach(CancelToken& token, std::function<void()> stop) {
         std::lock_guard<std::mutex> lock(token.mutex_);
         if (token.cancelled_) return false;
@@ -141,11 +149,6 @@ struct detail_admin_access {  // lets the handler attach a call's stop action to
         token.on_cancel_ = nullptr;
     }
 };
-
-namespace detail {
-namespace admin {
-
-using Params = std::vector<std::pair<std::string, std::string>>;
 
 // An answer other than 200, thrown from inside an endpoint and turned into the response.
 struct Refusal {
@@ -571,12 +574,12 @@ struct AdminHandler::Waiter {
             stopped = cancelled;
         }
         handler.changed_.notify_all();  // wait_for_waiting(): this call now waits for real
-        if (token != nullptr && !detail_admin_access::attach(*token, stop_session)) stopped = true;
+        if (token != nullptr && !detail::admin::TokenAccess::attach(*token, stop_session)) stopped = true;
         if (stopped) stop_session();
     }
     // Neither the token nor shutdown() runs the stop action after this returns.
     void release() {
-        if (token != nullptr) detail_admin_access::detach(*token);
+        if (token != nullptr) detail::admin::TokenAccess::detach(*token);
         std::lock_guard<std::mutex> lock(handler.mutex_);
         stop = nullptr;
     }

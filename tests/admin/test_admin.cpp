@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+bool admin_second_tu_handles(const char* target);  // second_tu.cpp
+
 namespace admin_work {
 void leaf(int i) {
     TRACETREE_FUNCTION();
@@ -102,6 +104,7 @@ TEST_CASE("every response is no-store with a content type; every answer is bound
     CHECK(handler.handle(outside).status == 404);
     CHECK_FALSE(handler.handles("/debug/tracetreex"));
     CHECK(handler.handles("/debug/tracetree?x=1"));
+    CHECK(admin_second_tu_handles("/debug/tracetree/trace"));
 }
 
 TEST_CASE("trace: Arthas text, JSON and a page, n invocations or the timeout") {
