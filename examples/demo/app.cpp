@@ -3,8 +3,8 @@
 #include "fatjar.hpp"
 #include "net.hpp"
 
+#include <tracetree/admin.hpp>
 #include <tracetree/control.hpp>
-#include <tracetree/render.hpp>
 #include <tracetree/sessions.hpp>
 #include <tracetree/tracecontext.hpp>
 #include <tracetree/tracetree.hpp>
@@ -15,7 +15,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -221,7 +220,7 @@ private:
     StandardRoot& root_;
 };
 
-// ---- admin: Arthas-style trace and monitor ------------------------------------------------------
+// ---- admin: tracetree's handler (include/tracetree/admin.hpp), mounted under /debug/tracetree -------
 
 namespace {
 
@@ -243,144 +242,63 @@ std::optional<double> parse_decimal(const std::string& text) {
     return value;
 }
 
-struct Param {
-    const char* name;
-    std::string* value;
-};
-
 }  // namespace
 
-class AdminEndpoint {
+// The admin port's service: /health, `/` sent to the index, the rest to tracetree::AdminHandler. A
+// client that hangs up while its call waits cancels it: the connector watches the socket for that
+// while the worker waits (Connection::on_peer_gone).
+class AdminService {
 public:
-    http::Response handle(const http::Request& request) {
-        if (request.method != "GET" && request.method != "HEAD") return net::error_response(405, "use GET");
-        const auto query = http::parse_query(request.query);
-        if (!query) return net::error_response(400, "malformed %-encoding in the query string");
-        if (request.path == "/trace") return trace(*query);
-        if (request.path == "/monitor") return monitor(*query);
-        if (request.path == "/health") return text("ok\n");
-        return net::error_response(404, "admin endpoints: /trace?pattern=..&cost=ms&n=count&timeout=s&regex=0|1, "
-                                        "/monitor?threads=0|1&reset=0|1, /health");
+    explicit AdminService(const Options& options) : handler_(admin_options(options)) {}
+
+    http::Response handle(net::Connection& connection, const http::Request& request) {
+        if (request.path == "/health") return text(200, "ok\n");
+        if (request.path == "/" && request.method == "GET") {
+            http::Response redirect = text(302, "see " + handler_.prefix() + "/\n");
+            redirect.headers.emplace_back("Location", handler_.prefix() + "/");
+            return redirect;
+        }
+        if (!handler_.handles(request.target))
+            return net::error_response(404, "the admin endpoints are under " + handler_.prefix() + "/ (and /health)");
+        tracetree::AdminRequest admin;
+        admin.method = request.method;
+        admin.target = request.target;
+        const auto header = [&](const char* name) { return request.header(name) != nullptr ? *request.header(name) : ""; };
+        admin.host = header("Host");
+        admin.origin = header("Origin");
+        admin.authorization = header("Authorization");
+        admin.content_type = header("Content-Type");
+        admin.body = request.body;
+        admin.cancel = std::make_shared<tracetree::CancelToken>();
+        connection.on_peer_gone([token = admin.cancel] { token->cancel(); });
+        const tracetree::AdminResponse answer = handler_.handle(admin);
+        http::Response response = text(answer.status, answer.body);
+        response.headers = {{"Content-Type", answer.content_type}};
+        response.headers.insert(response.headers.end(), answer.headers.begin(), answer.headers.end());
+        return response;
     }
 
-    void stop() {  // ends the traces being waited for, so that the admin threads can be joined
-        std::lock_guard<std::mutex> lock(mutex_);
-        stopping_ = true;
-        for (tracetree::TraceSession* session : sessions_) session->stop();
-    }
+    void stop() { handler_.shutdown(); }  // ends the calls waiting, so that the admin threads can be joined
+    bool wait_for_waiting(std::size_t count, Millis timeout) const { return handler_.wait_for_waiting(count, timeout); }
 
-    std::uint64_t sessions_started() const {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return started_;
-    }
-    bool wait_for_sessions(std::uint64_t at_least, Millis timeout) const {
-        std::unique_lock<std::mutex> lock(mutex_);
-        return changed_.wait_for(lock, timeout, [&] { return started_ >= at_least; });
-    }
+    static constexpr int kWaiting = 4;  // calls that may wait at once; the port has two more workers
 
 private:
-    static http::Response text(std::string body) {
+    static tracetree::AdminOptions admin_options(const Options& options) {
+        tracetree::AdminOptions admin;
+        admin.max_waiting = kWaiting;
+        if (options.host != "127.0.0.1") admin.allowed_hosts.push_back(options.host);
+        return admin;
+    }
+    static http::Response text(int status, std::string body) {
         http::Response response;
+        response.status = status;
         response.headers.emplace_back("Content-Type", "text/plain; charset=utf-8");
         response.body = std::move(body);
         return response;
     }
 
-    // Fills the named parameters; a reason for the first unknown, repeated or missing one.
-    static std::optional<std::string> take(const std::vector<std::pair<std::string, std::string>>& query,
-                                           std::vector<Param> params) {
-        std::set<std::string> seen;
-        for (const auto& [key, value] : query) {
-            if (!seen.insert(key).second) return "parameter '" + key + "' given twice";
-            bool known = false;
-            for (Param& param : params) {
-                if (key != param.name) continue;
-                *param.value = value;
-                known = true;
-            }
-            if (!known) {
-                std::string names;
-                for (const Param& param : params) names += std::string(names.empty() ? "" : ", ") + param.name;
-                return "unknown parameter '" + key.substr(0, 64) + "' (expected " + names + ")";
-            }
-        }
-        return std::nullopt;
-    }
-
-    http::Response trace(const std::vector<std::pair<std::string, std::string>>& query) {
-        std::string pattern, regex = "0", cost = "0", count = "1", timeout = "30";
-        if (auto error = take(query, {{"pattern", &pattern}, {"regex", &regex}, {"cost", &cost}, {"n", &count},
-                                      {"timeout", &timeout}}))
-            return net::error_response(400, *error);
-        if (pattern.empty()) return net::error_response(400, "missing parameter 'pattern' (e.g. Http11Processor::service)");
-        if (regex != "0" && regex != "1") return net::error_response(400, "regex must be 0 or 1");
-        const std::optional<double> cost_ms = parse_decimal(cost);
-        if (!cost_ms || *cost_ms > 3600000) return net::error_response(400, "cost must be milliseconds, 0 to 3600000");
-        const std::optional<double> n = parse_decimal(count);
-        if (!n || *n < 1 || *n > 100 || *n != static_cast<double>(static_cast<int>(*n)))
-            return net::error_response(400, "n must be a whole number from 1 to 100");
-        const std::optional<double> seconds = parse_decimal(timeout);
-        if (!seconds || *seconds <= 0 || *seconds > 600) return net::error_response(400, "timeout must be seconds, above 0 and at most 600");
-
-        tracetree::TraceRequest request(pattern);
-        request.regex(regex == "1");
-        request.min_cost(std::chrono::duration_cast<tracetree::Nanos>(std::chrono::duration<double, std::milli>(*cost_ms)));
-        request.limit(static_cast<std::uint64_t>(*n));
-        std::optional<tracetree::TraceSession> session;
-        try {
-            session.emplace(request);
-        } catch (const std::invalid_argument& e) {
-            return net::error_response(400, e.what());
-        }
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (stopping_) return net::error_response(503, "shutting down");
-            sessions_.insert(&*session);
-            ++started_;
-        }
-        changed_.notify_all();
-        const auto wait = std::chrono::duration_cast<tracetree::Nanos>(std::chrono::duration<double>(*seconds));
-        const auto started = std::chrono::steady_clock::now();
-        std::vector<tracetree::Trace> traces;
-        while (traces.size() < request.limit() && std::chrono::steady_clock::now() - started < wait) {
-            std::optional<tracetree::Trace> next = session->next(wait - (std::chrono::steady_clock::now() - started));
-            if (!next) break;
-            traces.push_back(std::move(*next));
-        }
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            sessions_.erase(&*session);
-        }
-        std::ostringstream out;
-        for (const tracetree::Trace& trace : traces) tracetree::render(out, trace, tracetree::RenderOptions().colour(tracetree::Colour::never));
-        if (traces.size() == request.limit())
-            out << "Command execution times exceed limit: " << request.limit()
-                << ", so command will exit. You can set it with -n option.\n";
-        else
-            out << "Timed out after " << timeout << " s: " << traces.size() << " of " << request.limit()
-                << " invocation(s) of '" << pattern << "' costing at least " << cost << " ms.\n";
-        return text(out.str());
-    }
-
-    http::Response monitor(const std::vector<std::pair<std::string, std::string>>& query) {
-        std::string threads = "0", reset = "0";
-        if (auto error = take(query, {{"threads", &threads}, {"reset", &reset}})) return net::error_response(400, *error);
-        if ((threads != "0" && threads != "1") || (reset != "0" && reset != "1"))
-            return net::error_response(400, "threads and reset must be 0 or 1");
-        const tracetree::Profile profile = tracetree::profile();
-        if (reset == "1") tracetree::reset();
-        std::ostringstream out;
-        const auto options = tracetree::RenderOptions().colour(tracetree::Colour::never);
-        if (threads == "1") tracetree::render(out, profile, options);
-        else tracetree::render(out, profile.merged(), profile.taken, options);
-        return text(out.str());
-    }
-
-    mutable std::mutex mutex_;
-    mutable std::condition_variable changed_;
-    std::set<tracetree::TraceSession*> sessions_;
-    std::uint64_t started_ = 0;
-    bool stopping_ = false;
+    tracetree::AdminHandler handler_;
 };
 
 // ---- the server -----------------------------------------------------------------------------------
@@ -429,7 +347,7 @@ struct DemoServer::Impl {
     std::unique_ptr<CoyoteAdapter> adapter;
     std::unique_ptr<Http11Processor> processor;
     std::unique_ptr<StandardContext> context;
-    AdminEndpoint admin;
+    std::unique_ptr<AdminService> admin;
     std::atomic<std::uint64_t> orders{0};
     std::unique_ptr<net::HttpServer> channel_server, app_server, admin_server;
 
@@ -502,9 +420,11 @@ DemoServer::DemoServer(Options options) : impl_(std::make_unique<Impl>()) {
     s.app_server = std::make_unique<net::HttpServer>(
         server_config(o, "http-nio-", o.port, o.threads),
         [&s](net::Connection& c, bool last) { return s.processor->service(c, last); });
+    s.admin = std::make_unique<AdminService>(o);
     s.admin_server = std::make_unique<net::HttpServer>(
-        server_config(o, "admin-", o.admin_port, 4),
-        [&s](net::Connection& c, bool last) { return net::serve_one(c, last, [&s](const http::Request& r) { return s.admin.handle(r); }); });
+        server_config(o, "admin-", o.admin_port, AdminService::kWaiting + 2), [&s](net::Connection& c, bool last) {
+            return net::serve_one(c, last, [&s, &c](const http::Request& r) { return s.admin->handle(c, r); });
+        });
 }
 
 DemoServer::~DemoServer() { stop(); }
@@ -527,7 +447,7 @@ void DemoServer::stop() {
     }
     s.changed.notify_all();
     if (s.background.joinable()) s.background.join();
-    s.admin.stop();
+    s.admin->stop();
     s.admin_server->stop();
     s.app_server->stop();
     s.channel_server->stop();
@@ -540,7 +460,6 @@ const std::string& DemoServer::jar_path() const { return impl_->jar_path; }
 Mode DemoServer::mode() const { return impl_->options.mode; }
 void DemoServer::background_process() { impl_->run_background(); }
 std::uint64_t DemoServer::jar_walks() const { return impl_->root->walks(); }
-std::uint64_t DemoServer::trace_sessions_started() const { return impl_->admin.sessions_started(); }
 
 std::uint64_t DemoServer::background_runs() const {
     std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -552,8 +471,8 @@ bool DemoServer::wait_for_background_runs(std::uint64_t at_least, Millis timeout
     return impl_->changed.wait_for(lock, timeout, [&] { return impl_->background_runs >= at_least; });
 }
 
-bool DemoServer::wait_for_trace_sessions(std::uint64_t at_least, Millis timeout) const {
-    return impl_->admin.wait_for_sessions(at_least, timeout);
+bool DemoServer::wait_for_admin_calls(std::size_t count, Millis timeout) const {
+    return impl_->admin->wait_for_waiting(count, timeout);
 }
 
 // ---- options ----------------------------------------------------------------------------------

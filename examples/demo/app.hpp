@@ -1,6 +1,6 @@
 // The demo server: the "channel system" of the article (Spring Boot on embedded Tomcat 8.5.31 with
 // springfox-swagger-ui in its fat jar), the third-party channel it forwards to, and an admin port
-// that takes Arthas-style live traces with tracetree.
+// that serves tracetree's admin handler (Arthas-style live traces and more).
 #ifndef DEMO_APP_HPP
 #define DEMO_APP_HPP
 
@@ -22,7 +22,7 @@ struct Options {
     std::string host = "127.0.0.1";
     int port = 7744;          // the application (0: ephemeral)
     int channel_port = 7745;  // the third-party channel
-    int admin_port = 7746;    // /trace and /monitor
+    int admin_port = 7746;    // tracetree's admin handler under /debug/tracetree, and /health
     std::string jar;          // an existing application jar; empty: generate one in a temporary directory
     double jar_scale = 1.0;   // sizes of the generated jar's files (tests use less)
     Millis cache_ttl{5000};   // Tomcat's cacheTtl
@@ -58,8 +58,8 @@ public:
     void background_process();  // one run of the background processor, now
     std::uint64_t background_runs() const;
     bool wait_for_background_runs(std::uint64_t at_least, Millis timeout) const;
-    std::uint64_t trace_sessions_started() const;  // by the admin /trace endpoint
-    bool wait_for_trace_sessions(std::uint64_t at_least, Millis timeout) const;
+    // Waits until `count` admin calls (trace, stack, watch, monitor) are waiting; false after `timeout`.
+    bool wait_for_admin_calls(std::size_t count, Millis timeout) const;
     std::uint64_t jar_walks() const;  // times a nested jar's entry map was built
 
 private:

@@ -88,7 +88,7 @@ sockaddr_in loopback_address(const std::string& host, int port) {
 }
 
 // One connection of the server. The poller's fields are used by whichever thread owns it (above).
-struct Session final : Connection {
+struct Session final : Connection, std::enable_shared_from_this<Session> {
     Session(tcp::socket connected, int descriptor)
         : socket(std::move(connected)), timer(socket.get_executor()), fd(descriptor) {}
 
@@ -102,6 +102,7 @@ struct Session final : Connection {
     int served = 0;           // requests handed to the service
     bool keep = false;        // open after the response being written
     bool failed = false;      // the peer is gone, or the response cannot be finished: close at once
+    bool watching = false;    // serving: a hang-up watch (on_peer_gone) is pending on the socket
     std::size_t drained = 0;  // lingering: input discarded
 
     std::string in;      // received, not handed over yet
@@ -126,6 +127,28 @@ struct Session final : Connection {
             out += response.body;
         }
         return send_some();
+    }
+
+    // From the worker: the watch starts on the poller, which owns the socket's waits.
+    void on_peer_gone(std::function<void()> gone) override {
+        asio::post(socket.get_executor(), [s = shared_from_this(), gone = std::move(gone)]() mutable {
+            s->watch_peer(std::move(gone));
+        });
+    }
+
+    // Poller thread. Readable while serving means a hang-up, a reset, or the next pipelined request:
+    // a peek tells them apart without taking the bytes.
+    void watch_peer(std::function<void()> gone) {
+        if (state != State::serving) return;  // answered already
+        watching = true;
+        socket.async_wait(tcp::socket::wait_read, [s = shared_from_this(), gone = std::move(gone)](const asio::error_code& ec) mutable {
+            if (ec || !s->watching) return;
+            s->watching = false;
+            char byte = 0;
+            const ssize_t got = ::recv(s->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) gone();
+            else if (got < 0) s->watch_peer(std::move(gone));  // woken for nothing
+        });
     }
 
     bool done() const { return out_at == out.size() && stream_left == 0; }
@@ -380,6 +403,11 @@ struct HttpServer::Impl {
             ++s->served;
             asio::post(io, [this, s = std::move(s), keep] {
                 if (stopping.load()) return;
+                if (s->watching) {  // the hang-up watch: the socket is written from here on
+                    s->watching = false;
+                    asio::error_code ignored;
+                    s->socket.cancel(ignored);
+                }
                 s->keep = keep;
                 if (s->failed) close(s);
                 else write(s);

@@ -41,6 +41,10 @@ public:
     // The response's head and body. A body_stream is read as the socket drains, in bounded chunks.
     // False when the peer is gone.
     virtual bool send(http::Response response, bool keep_alive, bool head_only) = 0;
+    // Calls `gone` once, on the poller thread, if the client hangs up (or resets) while this request
+    // is being served, so that a service that waits (an admin trace) can give up early. Bytes arriving
+    // meanwhile (a pipelined request) end the watch without a call. At most once per request.
+    virtual void on_peer_gone(std::function<void()> gone) = 0;
 };
 
 struct ServerConfig {

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <tracetree/all.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -167,15 +168,15 @@ TEST_CASE("the background thread's gc drops the entry map on its own") {
     CHECK(walk_in(server) == demo::swagger_ui_entry_count());
 }
 
-TEST_CASE("the admin /trace endpoint captures a live request, Arthas-style") {
+TEST_CASE("the admin port serves tracetree's handler: a live trace of a request, Arthas-style") {
     Fixture fixture;
     DemoServer server(fixture.options(Mode::buggy));
     server.start();
     demo::http::Response traced_response;
     std::thread waiter([&] {
-        traced_response = admin(server, "/trace?pattern=Http11Processor::service&cost=0&n=1&timeout=30");
+        traced_response = admin(server, "/debug/tracetree/trace?pattern=Http11Processor::service&cost=0&n=1&timeout=30");
     });
-    REQUIRE(server.wait_for_trace_sessions(1, Millis(20000)));
+    REQUIRE(server.wait_for_admin_calls(1, Millis(20000)));
     CHECK(net::request(kHost, server.port(), "GET", "/send").status == 200);
     waiter.join();
     CHECK(traced_response.status == 200);
@@ -185,13 +186,54 @@ TEST_CASE("the admin /trace endpoint captures a live request, Arthas-style") {
     CHECK(text.find("count=33] demo::TomcatJarInputStream::createZipEntry()") != std::string::npos);
     CHECK(text.find("Command execution times exceed limit: 1") != std::string::npos);
 
-    const demo::http::Response timed_out = admin(server, "/trace?pattern=NoSuchMethod&timeout=0.1");
+    const demo::http::Response timed_out = admin(server, "/debug/tracetree/trace?pattern=NoSuchMethod&timeout=0.1");
     CHECK(timed_out.status == 200);
     CHECK(timed_out.body.find("Timed out after 0.1 s: 0 of 1") != std::string::npos);
 
-    const demo::http::Response monitor = admin(server, "/monitor");
-    CHECK(monitor.status == 200);
-    CHECK(monitor.body.find("demo::TomcatJarInputStream::createZipEntry()") != std::string::npos);
+    const demo::http::Response profile = admin(server, "/debug/tracetree/profile");
+    CHECK(profile.status == 200);
+    CHECK(profile.body.find("demo::TomcatJarInputStream::createZipEntry()") != std::string::npos);
+}
+
+TEST_CASE("the admin port's flight recorder keeps the slow call that already happened") {
+    Fixture fixture;
+    DemoServer server(fixture.options(Mode::buggy));
+    server.start();
+    const auto post = [&](const std::string& target) {
+        return net::request(kHost, server.admin_port(), "POST", target, {}, Millis(30000));
+    };
+    // CoyoteAdapter::service has returned (and been captured) before the response is written, so the
+    // client's answer means the capture is in; Http11Processor::service ends after the write.
+    CHECK(post("/debug/tracetree/recorder/start?pattern=CoyoteAdapter::service&cost=0&keep=2").status == 200);
+    CHECK(net::request(kHost, server.port(), "GET", "/send").status == 200);  // cold: walks the jar
+    CHECK(net::request(kHost, server.port(), "GET", "/send").status == 200);  // cached: no walk
+    const demo::http::Response kept = admin(server, "/debug/tracetree/recorder");
+    CHECK(kept.status == 200);
+    CHECK(kept.body.find("2 recorded, 2 kept, 0 evicted") != std::string::npos);
+    CHECK(kept.body.find("count=33] demo::TomcatJarInputStream::createZipEntry()") != std::string::npos);
+    CHECK(admin(server, "/debug/tracetree/recorder/stop").status == 405);  // a change of state is a POST
+    CHECK(post("/debug/tracetree/recorder/stop").status == 200);
+}
+
+TEST_CASE("the admin port: a client that hangs up ends its waiting call; foreign hosts are refused") {
+    Fixture fixture;
+    DemoServer server(fixture.options(Mode::buggy));
+    server.start();
+    {
+        net::Client client(kHost, server.admin_port(), Millis(10000));
+        client.send("GET /debug/tracetree/trace?pattern=NoSuchMethod&timeout=300 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        REQUIRE(server.wait_for_admin_calls(1, Millis(20000)));
+    }  // closed: the connector sees it and cancels the call, which would otherwise wait 300 s
+    CHECK(server.wait_for_admin_calls(0, Millis(20000)));
+
+    net::Client rebinding(kHost, server.admin_port(), Millis(10000));
+    rebinding.send("GET /debug/tracetree/profile HTTP/1.1\r\nHost: attacker.example:7746\r\n\r\n");
+    CHECK(rebinding.read_response().status == 403);
+    const demo::http::Response root = admin(server, "/");
+    CHECK(root.status == 302);
+    CHECK(root.headers.end() != std::find(root.headers.begin(), root.headers.end(),
+                                          std::pair<std::string, std::string>("Location", "/debug/tracetree/")));
+    CHECK(admin(server, "/debug/tracetree/").status == 200);
 }
 
 TEST_CASE("bad admin parameters get 400 with a reason, and the admin port keeps serving") {
@@ -213,17 +255,18 @@ TEST_CASE("bad admin parameters get 400 with a reason, and the admin port keeps 
                                "/trace?pattern=x&bogus=1",
                                "/trace?pattern=a&pattern=b",
                                "/trace?pattern=%zz",
-                               "/monitor?reset=2",
-                               "/monitor?x=1"};
+                               "/monitor?pattern=x&reset=1",
+                               "/profile?threads=2"};
     for (const char* target : bad) {
         CAPTURE(target);
-        const demo::http::Response response = admin(server, target);
+        const demo::http::Response response = admin(server, std::string("/debug/tracetree") + target);
         CHECK(response.status == 400);
-        CHECK(response.body.size() > 20);
+        CHECK(response.body.find("400 Bad Request: parameter '") != std::string::npos);
     }
     CHECK(admin(server, "/nope").status == 404);
+    CHECK(admin(server, "/debug/tracetree/nope").status == 404);
     CHECK(admin(server, "/health").status == 200);
-    CHECK(server.trace_sessions_started() == 0);
+    CHECK(server.wait_for_admin_calls(0, Millis(0)));
 }
 
 TEST_CASE("malformed requests get the right 4xx and the server keeps serving") {

@@ -1,0 +1,5 @@
+// admin.hpp again, in a second translation unit of the admin tests: a definition missing `inline`
+// fails to link.
+#include <tracetree/admin.hpp>
+
+bool admin_second_tu_handles(const char* target) { return tracetree::AdminHandler().handles(target); }

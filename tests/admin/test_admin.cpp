@@ -1,0 +1,505 @@
+// tracetree::AdminHandler (include/tracetree/admin.hpp): every endpoint, the refusals (400 naming the
+// parameter, 401, 403, 404, 405, 409, 415, 503), cancellation, bounded waits, and one real socket
+// whose client hangs up. Calls that wait run on a thread; the test knows they wait through
+// wait_for_waiting(), never by sleeping.
+#include "loopback_server.hpp"
+
+#include "../views/golden.hpp"
+
+#include <doctest/doctest.h>
+#include <tracetree/admin.hpp>
+#include <tracetree/tracetree.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+bool admin_second_tu_handles(const char* target);  // second_tu.cpp
+
+namespace admin_work {
+void leaf(int i) {
+    TRACETREE_FUNCTION();
+    TRACETREE_WATCH("i", i);
+    TRACETREE_WATCH("label", std::string("<b>&'\""));
+}
+void work(int i) {
+    TRACETREE_FUNCTION();
+    leaf(i);
+}
+}  // namespace admin_work
+
+namespace {
+
+using namespace std::chrono_literals;
+using tracetree::AdminHandler;
+using tracetree::AdminRequest;
+using tracetree::AdminResponse;
+
+const std::string kPrefix = "/debug/tracetree";
+
+AdminRequest get(const std::string& target) {
+    AdminRequest request;
+    request.method = "GET";
+    request.target = kPrefix + target;
+    request.host = "127.0.0.1:7746";
+    return request;
+}
+
+AdminRequest post(const std::string& target, const std::string& body = "") {
+    AdminRequest request = get(target);
+    request.method = "POST";
+    request.body = body;
+    if (!body.empty()) request.content_type = "application/x-www-form-urlencoded";
+    return request;
+}
+
+std::string header(const AdminResponse& response, const std::string& name) {
+    for (const auto& h : response.headers)
+        if (h.first == name) return h.second;
+    return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A call that waits, on its own thread.
+struct Call {
+    AdminResponse response;
+    std::thread thread;
+    Call(AdminHandler& handler, AdminRequest request)
+        : thread([this, &handler, request = std::move(request)] { response = handler.handle(request); }) {}
+    ~Call() {
+        if (thread.joinable()) thread.join();
+    }
+    const AdminResponse& result() {
+        thread.join();
+        return response;
+    }
+};
+
+// Starts `target` on a thread, waits until its session is in place, runs `act`, returns the answer.
+AdminResponse while_waiting(AdminHandler& handler, const AdminRequest& request, const std::function<void()>& act) {
+    Call call(handler, request);
+    REQUIRE(handler.wait_for_waiting(1, 20s));
+    act();
+    return call.result();
+}
+
+}  // namespace
+
+TEST_CASE("every response is no-store with a content type; every answer is bounded") {
+    AdminHandler handler;
+    const AdminResponse index = handler.handle(get("/"));
+    CHECK(index.status == 200);
+    CHECK(index.content_type == "text/html; charset=utf-8");
+    CHECK(header(index, "Cache-Control") == "no-store");
+    CHECK(contains(header(index, "Content-Security-Policy"), "default-src 'none'"));
+    CHECK(handler.handle(get("")).status == 200);  // the prefix itself
+    const AdminResponse missing = handler.handle(get("/nope"));
+    CHECK(missing.status == 404);
+    CHECK(header(missing, "Cache-Control") == "no-store");
+    CHECK(missing.content_type == "text/plain; charset=utf-8");
+    AdminRequest outside = get("/");
+    outside.target = "/debug/tracetreex";
+    CHECK(handler.handle(outside).status == 404);
+    CHECK_FALSE(handler.handles("/debug/tracetreex"));
+    CHECK(handler.handles("/debug/tracetree?x=1"));
+    CHECK(admin_second_tu_handles("/debug/tracetree/trace"));
+}
+
+TEST_CASE("trace: Arthas text, JSON and a page, n invocations or the timeout") {
+    AdminHandler handler;
+    const AdminResponse traced =
+        while_waiting(handler, get("/trace?pattern=admin_work::work&n=2&timeout=60"), [] {
+            admin_work::work(1);
+            admin_work::work(2);
+        });
+    CHECK(traced.status == 200);
+    CHECK(traced.content_type == "text/plain; charset=utf-8");
+    CHECK(contains(traced.body, "`---ts="));
+    CHECK(contains(traced.body, "] admin_work::work()\n"));
+    CHECK(contains(traced.body, "admin_work::leaf() #"));
+    CHECK(contains(traced.body, "Command execution times exceed limit: 2, so command will exit."));
+
+    const AdminResponse json = while_waiting(handler, get("/trace?pattern=work&regex=1&format=json&timeout=60"),
+                                             [] { admin_work::work(3); });
+    CHECK(json.content_type == "application/json");
+    CHECK(json.body.rfind("{\"format\":\"tracetree-admin\",\"kind\":\"traces\",\"pattern\":\"work\",\"limit\":1,"
+                          "\"outcome\":\"complete\",\"traces\":[\n{\"format\":\"tracetree\",\"version\":1,\"kind\":\"trace\"",
+                          0) == 0);
+    // The trace inside loads back as views.hpp reads it.
+    const std::string one = json.body.substr(json.body.find("{\"format\":\"tracetree\""),
+                                             json.body.rfind("\n]}") - json.body.find("{\"format\":\"tracetree\""));
+    CHECK(tracetree::read_trace_json(one).root.name == "admin_work::work()");
+
+    const AdminResponse timed_out = handler.handle(get("/trace?pattern=no_such_function&timeout=0.05&cost=2.5"));
+    CHECK(timed_out.status == 200);
+    CHECK(contains(timed_out.body, "Timed out after 0.05 s: 0 of 1 invocation(s) of 'no_such_function' costing at least 2.5 ms."));
+    const AdminResponse page = handler.handle(get("/trace?pattern=%3Cscript%3E&timeout=0.01&format=html"));
+    CHECK(page.content_type == "text/html; charset=utf-8");
+    CHECK(contains(page.body, "&lt;script&gt;"));
+    CHECK_FALSE(contains(page.body, "<script>"));
+}
+
+TEST_CASE("stack and watch, as Arthas prints them, or JSON") {
+    AdminHandler handler;
+    const AdminResponse stack =
+        while_waiting(handler, get("/stack?pattern=leaf&timeout=60"), [] { admin_work::work(4); });
+    CHECK(stack.status == 200);
+    CHECK(contains(stack.body, "    @admin_work::leaf()\n        at admin_work::work(test_admin.cpp:"));
+
+    const AdminResponse watch =
+        while_waiting(handler, get("/watch?pattern=leaf&values=i&n=2&timeout=60"), [] {
+            admin_work::work(5);
+            admin_work::work(6);
+        });
+    CHECK(contains(watch.body, "method=admin_work::leaf location=AtExit"));
+    CHECK(contains(watch.body, "    i=5,\n"));
+    CHECK(contains(watch.body, "    i=6,\n"));
+    CHECK_FALSE(contains(watch.body, "label="));  // only the values asked for
+
+    const AdminResponse json =
+        while_waiting(handler, get("/watch?pattern=leaf&format=json&timeout=60"), [] { admin_work::work(7); });
+    CHECK(contains(json.body, "\"kind\":\"watches\""));
+    INFO(json.body);
+    CHECK(contains(json.body, "\"values\":[[\"i\",\"7\"],[\"label\",\"\\\"<b>&'\\\\\\\"\\\"\"]]"));
+    const AdminResponse stack_json =
+        while_waiting(handler, get("/stack?pattern=leaf&format=json&timeout=60"), [] { admin_work::work(8); });
+    CHECK(contains(stack_json.body, "\"frames\":[{\"name\":\"admin_work::leaf()\""));
+}
+
+TEST_CASE("monitor: one Arthas table per interval, or JSON") {
+    AdminHandler handler;
+    const AdminResponse monitor =
+        while_waiting(handler, get("/monitor?pattern=admin_work::*&interval=1&n=2"), [] {
+            for (int i = 0; i < 3; ++i) admin_work::work(i);
+        });
+    CHECK(monitor.status == 200);
+    std::size_t tables = 0;
+    for (std::size_t at = monitor.body.find(" timestamp "); at != std::string::npos; at = monitor.body.find(" timestamp ", at + 1))
+        ++tables;
+    CHECK(tables == 2);
+    CHECK(contains(monitor.body, " admin_work "));
+    CHECK(contains(monitor.body, " work "));
+    const AdminResponse json = while_waiting(handler, get("/monitor?pattern=leaf&interval=0.5&n=1&format=json"),
+                                             [] { admin_work::work(1); });
+    CHECK(contains(json.body, "\"kind\":\"intervals\""));
+    CHECK(contains(json.body, "\"outcome\":\"complete\""));
+    CHECK(handler.handle(get("/monitor?pattern=x&interval=10&n=31")).status == 400);  // 310 s > max_timeout
+}
+
+TEST_CASE("profile in every format, merged or per thread; reset by POST only") {
+    AdminHandler handler;
+    admin_work::work(1);
+    struct Format {
+        const char* query;
+        const char* type;
+        const char* part;
+    };
+    const Format formats[] = {{"", "text/plain; charset=utf-8", "] admin_work::work()"},
+                              {"?threads=1", "text/plain; charset=utf-8", "] admin_work::work()"},
+                              {"?format=human", "text/plain; charset=utf-8", "call tree"},
+                              {"?format=folded", "text/plain; charset=utf-8", "admin_work::work();admin_work::leaf()"},
+                              {"?format=svg", "image/svg+xml", "<svg"},
+                              {"?format=svg&threads=1", "image/svg+xml", "tid="},
+                              {"?format=json", "application/json", "\"kind\":\"profile\""},
+                              {"?format=html", "text/html; charset=utf-8", "admin_work::work()"}};
+    for (const Format& format : formats) {
+        CAPTURE(format.query);
+        const AdminResponse response = handler.handle(get(std::string("/profile") + format.query));
+        CHECK(response.status == 200);
+        CHECK(response.content_type == format.type);
+        CHECK(contains(response.body, format.part));
+    }
+    const AdminResponse by_get = handler.handle(get("/reset"));
+    CHECK(by_get.status == 405);
+    CHECK(header(by_get, "Allow") == "POST");
+    CHECK(contains(handler.handle(get("/profile")).body, "admin_work::work()"));  // the GET changed nothing
+    CHECK(handler.handle(post("/reset")).status == 200);
+    CHECK_FALSE(contains(handler.handle(get("/profile")).body, "admin_work::work()"));
+}
+
+TEST_CASE("timeline: started and stopped by POST, read as Chrome trace JSON") {
+    AdminHandler handler;
+    CHECK(handler.handle(get("/timeline/start")).status == 405);
+    CHECK(handler.handle(post("/timeline/start?max_spans=0")).status == 400);
+    CHECK(handler.handle(post("/timeline/start", "max_spans=1000")).status == 200);
+    admin_work::work(1);
+    const AdminResponse timeline = handler.handle(get("/timeline"));
+    CHECK(timeline.content_type == "application/json");
+    CHECK(contains(timeline.body, "\"name\":\"admin_work::leaf()\""));
+    CHECK(handler.handle(post("/timeline/stop")).status == 200);
+    CHECK(handler.handle(post("/timeline")).status == 405);
+}
+
+TEST_CASE("flight recorder: the slow calls that already happened") {
+    AdminHandler handler;
+    CHECK(contains(handler.handle(get("/recorder")).body, "No flight recorder has been started"));
+    CHECK(handler.handle(get("/recorder/start?pattern=work")).status == 405);
+    const AdminResponse started = handler.handle(post("/recorder/start?pattern=admin_work::work&cost=0&keep=2"));
+    CHECK(started.status == 200);
+    CHECK(handler.handle(post("/recorder/start?pattern=work")).status == 409);
+    for (int i = 0; i < 3; ++i) admin_work::work(i);
+    const AdminResponse kept = handler.handle(get("/recorder"));
+    CHECK(contains(kept.body, "Flight recorder for 'admin_work::work' costing at least 0 ms (running): 3 recorded, 2 kept, 1 evicted"));
+    std::size_t trees = 0;
+    for (std::size_t at = kept.body.find("`---ts="); at != std::string::npos; at = kept.body.find("`---ts=", at + 1)) ++trees;
+    CHECK(trees == 2);
+    const AdminResponse json = handler.handle(get("/recorder?format=json"));
+    CHECK(contains(json.body, "\"running\":true,\"pattern\":\"admin_work::work\",\"min_cost_ns\":0,\"recorded\":3,\"evicted\":1"));
+    CHECK(handler.handle(post("/recorder/stop")).status == 200);
+    CHECK(handler.handle(post("/recorder/stop")).status == 409);
+    admin_work::work(9);
+    CHECK(contains(handler.handle(get("/recorder")).body, "(stopped): 3 recorded, 2 kept"));
+    const AdminResponse bad = handler.handle(post("/recorder/start?pattern=(&regex=1"));
+    CHECK(bad.status == 400);
+    CHECK(contains(bad.body, "parameter 'pattern': tracetree: bad pattern '('"));
+    // From the page's form: parameters in the body.
+    CHECK(handler.handle(post("/recorder/start", "pattern=admin_work%3A%3Awork&cost=1.5&keep=3&format=html")).status == 200);
+    CHECK(contains(handler.handle(get("/")).body, "Running for <code>admin_work::work</code>"));
+}
+
+TEST_CASE("a bad parameter gets a 400 naming it") {
+    AdminHandler handler;
+    struct Bad {
+        const char* target;
+        const char* named;
+    };
+    const Bad cases[] = {{"/trace", "pattern"},
+                         {"/trace?pattern=", "pattern"},
+                         {"/trace?pattern=x&n=0", "n"},
+                         {"/trace?pattern=x&n=101", "n"},
+                         {"/trace?pattern=x&n=1.5", "n"},
+                         {"/trace?pattern=x&n=-1", "n"},
+                         {"/trace?pattern=x&n=99999999999", "n"},
+                         {"/trace?pattern=x&cost=-1", "cost"},
+                         {"/trace?pattern=x&cost=1e3", "cost"},
+                         {"/trace?pattern=x&cost=", "cost"},
+                         {"/trace?pattern=x&cost=1..2", "cost"},
+                         {"/trace?pattern=x&timeout=0", "timeout"},
+                         {"/trace?pattern=x&timeout=301", "timeout"},
+                         {"/trace?pattern=x&timeout=nan", "timeout"},
+                         {"/trace?pattern=x&regex=yes", "regex"},
+                         {"/trace?pattern=(&regex=1", "pattern"},
+                         {"/trace?pattern=x&bogus=1", "bogus"},
+                         {"/trace?pattern=x&interval=1", "interval"},
+                         {"/trace?pattern=a&pattern=b", "pattern"},
+                         {"/trace?pattern=%zz", "pattern"},
+                         {"/trace?pattern=x&format=xml", "format"},
+                         {"/stack?pattern=x&values=a", "values"},
+                         {"/watch?pattern=x&values=a,,b", "values"},
+                         {"/monitor?pattern=x&interval=0", "interval"},
+                         {"/monitor?pattern=x&cost=1", "cost"},
+                         {"/monitor?pattern=x&timeout=1", "timeout"},
+                         {"/profile?format=png", "format"},
+                         {"/profile?threads=2", "threads"},
+                         {"/timeline?x=1", "x"},
+                         {"/recorder?format=svg", "format"},
+                         {"/?x=1", "x"}};
+    for (const Bad& bad : cases) {
+        CAPTURE(bad.target);
+        const AdminResponse response = handler.handle(get(bad.target));
+        CHECK(response.status == 400);
+        CHECK(contains(response.body, std::string("400 Bad Request: parameter '") + bad.named + "'"));
+    }
+    CHECK(handler.handle(post("/recorder/start?pattern=x&keep=0")).status == 400);
+    AdminRequest json_body = post("/reset", "{}");
+    json_body.content_type = "application/json";
+    CHECK(handler.handle(json_body).status == 415);
+    CHECK(handler.waiting() == 0);
+}
+
+TEST_CASE("the wrong method is a 405 with Allow; GET never changes state") {
+    AdminHandler handler;
+    for (const char* target : {"/reset", "/recorder/start?pattern=x", "/recorder/stop", "/timeline/start", "/timeline/stop"}) {
+        CAPTURE(target);
+        const AdminResponse response = handler.handle(get(target));
+        CHECK(response.status == 405);
+        CHECK(header(response, "Allow") == "POST");
+    }
+    for (const char* target : {"/", "/trace?pattern=x", "/stack", "/watch", "/monitor", "/profile", "/timeline", "/recorder"}) {
+        CAPTURE(target);
+        const AdminResponse response = handler.handle(post(target));
+        CHECK(response.status == 405);
+        CHECK(header(response, "Allow") == "GET");
+    }
+    AdminRequest head = get("/");
+    head.method = "DELETE";
+    CHECK(handler.handle(head).status == 405);
+    CHECK(contains(handler.handle(get("/recorder")).body, "No flight recorder"));
+}
+
+TEST_CASE("Host and Origin: loopback names or the allow-list, else 403") {
+    tracetree::AdminOptions options;
+    options.allowed_hosts = {"admin.internal", "[fd00::1]"};
+    AdminHandler handler(options);
+    const auto with = [&](const std::string& host, const std::string& origin = "") {
+        AdminRequest request = get("/profile");
+        request.host = host;
+        request.origin = origin;
+        return handler.handle(request).status;
+    };
+    for (const char* host : {"127.0.0.1", "127.0.0.1:7746", "localhost", "LOCALHOST:80", "[::1]", "[::1]:7746",
+                             "admin.internal:8080", "[fd00::1]:1"})
+        CHECK_MESSAGE(with(host) == 200, host);
+    for (const char* host : {"", "evil.example", "evil.example:7746", "127.0.0.1.evil.example", "localhost.", "127.0.0.2",
+                             "::1", "[::1", "[::1]x", "localhost:", "localhost:123456", "localhost:8o", "0.0.0.0",
+                             "admin.internal.evil"})
+        CHECK_MESSAGE(with(host) == 403, host);
+    CHECK(with("localhost", "http://localhost:7746") == 200);
+    CHECK(with("localhost", "https://127.0.0.1") == 200);
+    CHECK(with("localhost", "http://admin.internal") == 200);
+    for (const char* origin : {"http://evil.example", "null", "http://localhost.evil.example", "file://", "http://",
+                               "ftp://localhost", "http://localhost/path", "localhost"})
+        CHECK_MESSAGE(with("localhost", origin) == 403, origin);
+    // A cross-site POST is refused before it changes anything.
+    AdminRequest cross_site = post("/reset");
+    cross_site.origin = "http://evil.example";
+    const AdminResponse refused = handler.handle(cross_site);
+    CHECK(refused.status == 403);
+    CHECK(contains(refused.body, "cross-site requests are refused"));
+    CHECK_THROWS_AS(AdminHandler([] {
+                        tracetree::AdminOptions bad;
+                        bad.allowed_hosts = {"Admin:80"};
+                        return bad;
+                    }()),
+                    std::invalid_argument);
+}
+
+TEST_CASE("a bearer token: 401 with WWW-Authenticate when missing or wrong") {
+    tracetree::AdminOptions options;
+    options.token = "s3cret-token";
+    AdminHandler handler(options);
+    AdminRequest request = get("/profile");
+    const AdminResponse missing = handler.handle(request);
+    CHECK(missing.status == 401);
+    CHECK(header(missing, "WWW-Authenticate") == "Bearer realm=\"tracetree\"");
+    for (const char* wrong : {"Bearer s3cret-toke", "Bearer s3cret-token2", "Basic s3cret-token", "s3cret-token", "Bearer "}) {
+        request.authorization = wrong;
+        const AdminResponse response = handler.handle(request);
+        CHECK_MESSAGE(response.status == 401, wrong);
+        CHECK(contains(header(response, "WWW-Authenticate"), "error=\"invalid_token\""));
+    }
+    request.authorization = "Bearer s3cret-token";
+    CHECK(handler.handle(request).status == 200);
+    request.authorization = "bearer  s3cret-token";
+    CHECK(handler.handle(request).status == 200);
+    request.host = "evil.example";  // the Host check comes first
+    CHECK(handler.handle(request).status == 403);
+}
+
+TEST_CASE("a limit on waiting calls (503), cancellation, shutdown, and bounded options") {
+    tracetree::AdminOptions options;
+    options.max_waiting = 1;
+    options.max_timeout = std::chrono::seconds(300);
+    AdminHandler handler(options);
+
+    AdminRequest first = get("/trace?pattern=no_such_function&timeout=300");
+    first.cancel = std::make_shared<tracetree::CancelToken>();
+    Call waiting(handler, first);
+    REQUIRE(handler.wait_for_waiting(1, 20s));
+    const AdminResponse busy = handler.handle(get("/stack?pattern=x&timeout=1"));
+    CHECK(busy.status == 503);
+    CHECK(header(busy, "Retry-After") == "1");
+    CHECK(contains(busy.body, "1 calls are waiting already"));
+    CHECK(handler.handle(get("/profile")).status == 200);  // what does not wait still answers
+
+    first.cancel->cancel();  // the client went away: the call ends now, not in 300 s
+    const AdminResponse& cancelled = waiting.result();
+    CHECK(cancelled.status == 200);
+    CHECK(contains(cancelled.body, "Cancelled after "));
+    CHECK(contains(cancelled.body, "s: 0 of 1 invocation(s) of 'no_such_function'."));
+    CHECK(handler.waiting() == 0);
+
+    AdminRequest already = get("/monitor?pattern=x&interval=100&n=3");  // cancelled before it starts
+    already.cancel = std::make_shared<tracetree::CancelToken>();
+    already.cancel->cancel();
+    CHECK(contains(handler.handle(already).body, "Cancelled after"));
+
+    Call monitor(handler, get("/monitor?pattern=x&interval=100&n=3"));
+    REQUIRE(handler.wait_for_waiting(1, 20s));
+    handler.shutdown();  // the server stops: waiting calls end, later ones are refused
+    CHECK(contains(monitor.result().body, "Cancelled after"));
+    CHECK(handler.handle(get("/trace?pattern=x")).status == 503);
+
+    const auto invalid = [](auto change) {
+        tracetree::AdminOptions bad;
+        change(bad);
+        CHECK_THROWS_AS(AdminHandler{bad}, std::invalid_argument);
+    };
+    invalid([](tracetree::AdminOptions& o) { o.prefix = "debug"; });
+    invalid([](tracetree::AdminOptions& o) { o.prefix = "/debug/"; });
+    invalid([](tracetree::AdminOptions& o) { o.prefix = "/a\"b"; });
+    invalid([](tracetree::AdminOptions& o) { o.max_waiting = 0; });
+    invalid([](tracetree::AdminOptions& o) { o.max_timeout = std::chrono::hours(2); });
+    invalid([](tracetree::AdminOptions& o) { o.max_n = 0; });
+}
+
+TEST_CASE("the index page escapes what it prints and mounts anywhere") {
+    tracetree::AdminOptions options;
+    options.prefix = "";
+    AdminHandler handler(options);
+    AdminRequest start;
+    start.method = "POST";
+    start.target = "/recorder/start?pattern=%3Cimg%20src%3Dx%3E%22%27";
+    start.host = "localhost";
+    CHECK(handler.handle(start).status == 200);
+    AdminRequest index;
+    index.method = "GET";
+    index.target = "/";
+    index.host = "localhost";
+    const AdminResponse page = handler.handle(index);
+    CHECK(page.status == 200);
+    CHECK(contains(page.body, "&lt;img src=x&gt;&quot;&#39;"));
+    CHECK_FALSE(contains(page.body, "<img"));
+    CHECK(contains(page.body, "action=\"/trace\""));
+    CHECK(contains(page.body, "href=\"/profile?format=svg\""));
+}
+
+TEST_CASE("JSON of stack, watch and monitor values (golden)") {
+    tracetree::StackTrace stack;
+    stack.start = std::chrono::system_clock::time_point(std::chrono::seconds(1700000000));
+    stack.thread_name = "exec-\"1\"";
+    stack.thread_id = 7;
+    stack.fields = {{"uri", "/send"}};
+    stack.cost = 1500000ns;
+    stack.frames = {{"a::leaf()", "a.cpp", 12}, {"a::root()", "a.cpp", 30}};
+    tracetree::WatchEvent event;
+    event.start = stack.start;
+    event.thread_name = "main";
+    event.scope = "a::leaf()";
+    event.file = "a.cpp";
+    event.line = 12;
+    event.cost = 250ns;
+    event.threw = true;
+    event.values = {{"name", "x\ny"}, {"bytes", "\xff"}};
+    tracetree::MonitorInterval interval;
+    interval.start = stack.start;
+    interval.end = stack.start + 1s;
+    interval.rows.push_back({"a::leaf()", "a.cpp", 12, 3, 1, 3000ns, 500ns, 2000ns});
+    std::ostringstream out;
+    tracetree::detail::admin::write_json(out, stack);
+    out << '\n';
+    tracetree::detail::admin::write_json(out, event);
+    out << '\n';
+    tracetree::detail::admin::write_json(out, interval);
+    out << '\n';
+    golden::compare("values.json", out.str());
+}
+
+TEST_CASE("a real socket: a client that hangs up cancels its waiting call") {
+    AdminHandler handler;
+    admin_test::LoopbackServer server(handler);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    const std::string request = "GET " + kPrefix + "/trace?pattern=no_such_function&timeout=300 HTTP/1.1\r\nHost: 127.0.0.1:" +
+                                std::to_string(server.port()) + "\r\n\r\n";
+    REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+    REQUIRE(handler.wait_for_waiting(1, 20s));
+    ::close(fd);
+    CHECK(handler.wait_for_waiting(0, 20s));  // without the cancel: 300 s
+}
