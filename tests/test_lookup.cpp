@@ -1,0 +1,231 @@
+// The child lookup (detail/recorder.hpp, Arena::enter): whatever the order in which a parent calls its
+// call sites, each (parent, site) pair is one node and every call is counted on it, exactly.
+//
+// The sites are made at run time, as many as a test needs, each with its own name, and entered with
+// detail::Scope, which is what TRACETREE_SCOPE expands to. Every test records on a thread of its own
+// (a fresh tree) and reads that thread's profile before the thread ends. The real clock stays: a
+// test clock would send every scope to the slow path and the fast lookup would go untested.
+#include "support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+using test::find_thread;
+
+namespace {
+
+struct Sites {
+    std::deque<std::string> names;  // the sites point into it; a deque never moves them
+    std::deque<tracetree::detail::Site> sites;
+    Sites(const std::string& prefix, int count) {
+        for (int i = 0; i < count; ++i) {
+            names.push_back(prefix + std::to_string(i));
+            sites.emplace_back(names.back().c_str(), __FILE__, i + 1, tracetree::detail::SiteKind::scope);
+        }
+    }
+    tracetree::detail::Site& operator[](int i) { return sites[static_cast<std::size_t>(i)]; }
+};
+
+// Runs `body` on a new thread named `name` and returns what that thread recorded.
+template <class Body>
+tracetree::ThreadProfile recorded_by(const std::string& name, Body body) {
+    tracetree::ThreadProfile recorded;
+    std::thread([&] {
+        tracetree::set_thread_name(name);
+        body();
+        const tracetree::Profile profile = tracetree::profile();
+        if (const tracetree::ThreadProfile* thread = find_thread(profile, name)) recorded = *thread;
+    }).join();
+    return recorded;
+}
+
+const tracetree::Node* child_named(const std::vector<tracetree::Node>& nodes, const std::string& name) {
+    for (const tracetree::Node& node : nodes)
+        if (node.name == name) return &node;
+    return nullptr;
+}
+
+// Every site of `sites` has exactly one node among `nodes`, which counted calls[i]; nothing else is there.
+void check_counts(const std::vector<tracetree::Node>& nodes, const Sites& sites, const std::vector<std::uint64_t>& calls) {
+    std::size_t called = 0;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        if (calls[i] == 0) continue;
+        ++called;
+        const tracetree::Node* node = child_named(nodes, sites.names[i]);
+        INFO("site ", sites.names[i]);
+        REQUIRE(node != nullptr);
+        CHECK(node->count == calls[i]);
+        CHECK(node->dropped == 0);
+        CHECK(std::count_if(nodes.begin(), nodes.end(), [&](const tracetree::Node& n) { return n.name == node->name; }) == 1);
+    }
+    CHECK(nodes.size() == called);
+}
+
+std::vector<int> ascending(int count) {
+    std::vector<int> order(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) order[static_cast<std::size_t>(i)] = i;
+    return order;
+}
+
+}  // namespace
+
+TEST_CASE("each site counts every call whatever the order: in order, reversed, shuffled, alternating") {
+    constexpr int kSites = 50;
+    Sites parents("order ", 4), sites("site ", kSites);
+    std::vector<std::vector<std::uint64_t>> calls(4, std::vector<std::uint64_t>(kSites, 0));
+    std::mt19937 random(12345);
+    const auto thread = recorded_by("lookup-orders", [&] {
+        for (int pass = 0; pass < 20; ++pass) {
+            std::vector<int> in_order = ascending(kSites), reversed(in_order.rbegin(), in_order.rend()), shuffled = in_order;
+            std::shuffle(shuffled.begin(), shuffled.end(), random);  // a new order every pass
+            const std::vector<int>* orders[4] = {&in_order, &reversed, &shuffled, pass % 2 == 0 ? &in_order : &reversed};
+            for (int p = 0; p < 4; ++p) {
+                const tracetree::detail::Scope parent(parents[p]);
+                for (const int i : *orders[p]) {
+                    const tracetree::detail::Scope scope(sites[i]);
+                    ++calls[static_cast<std::size_t>(p)][static_cast<std::size_t>(i)];
+                }
+            }
+        }
+        for (const int i : {7, 7, 7, 3, 7, 3, 3}) {  // repeats, straight under the thread's root
+            const tracetree::detail::Scope scope(sites[i]);
+        }
+    });
+    REQUIRE(thread.roots.size() == 4 + 2);
+    for (int p = 0; p < 4; ++p) {
+        INFO("order ", p);
+        const tracetree::Node* parent = child_named(thread.roots, parents.names[static_cast<std::size_t>(p)]);
+        REQUIRE(parent != nullptr);
+        CHECK(parent->count == 20);
+        check_counts(parent->children, sites, calls[static_cast<std::size_t>(p)]);
+    }
+    CHECK(child_named(thread.roots, "site 7")->count == 4);
+    CHECK(child_named(thread.roots, "site 3")->count == 3);
+    CHECK(thread.dropped_nodes == 0);
+}
+
+TEST_CASE("new sites interleaved with known ones, 1,000 siblings, each with a child of the same site") {
+    constexpr int kSites = 1000;
+    Sites parent("parent ", 1), sites("sibling ", kSites), leaf("leaf ", 1);
+    std::vector<std::uint64_t> calls(kSites, 0);
+    std::mt19937 random(678);
+    const auto thread = recorded_by("lookup-siblings", [&] {
+        const tracetree::detail::Scope outer(parent[0]);
+        for (int pass = 1; pass <= 100; ++pass) {  // pass p calls the first 10 p sites: 10 of them new, mixed in
+            std::vector<int> order = ascending(10 * pass);
+            std::shuffle(order.begin(), order.end(), random);
+            for (const int i : order) {
+                const tracetree::detail::Scope scope(sites[i]);
+                ++calls[static_cast<std::size_t>(i)];
+                if (i % 3 == 0) {  // one site under many parents: a node under each
+                    const tracetree::detail::Scope below(leaf[0]);
+                }
+            }
+        }
+    });
+    REQUIRE(thread.roots.size() == 1);
+    const tracetree::Node& outer = thread.roots[0];
+    check_counts(outer.children, sites, calls);
+    for (const tracetree::Node& sibling : outer.children) {
+        const int i = std::stoi(sibling.name.substr(sibling.name.find(' ') + 1));
+        INFO("below ", sibling.name);
+        if (i % 3 != 0) {
+            CHECK(sibling.children.empty());
+            continue;
+        }
+        REQUIRE(sibling.children.size() == 1);
+        CHECK(sibling.children[0].name == "leaf 0");
+        CHECK(sibling.children[0].count == sibling.count);
+    }
+    CHECK(thread.dropped_nodes == 0);
+}
+
+TEST_CASE("under the node limit the sites that fit count exactly and every other call is a counted drop") {
+    const tracetree::Limits saved = tracetree::limits();
+    tracetree::Limits small = saved;
+    small.max_nodes = 64;  // the root and 63 nodes; applies to trees started from now on
+    tracetree::set_limits(small);
+    constexpr int kSites = 100;
+    Sites sites("limited ", kSites), inner("inner ", 1);
+    std::vector<std::uint64_t> calls(kSites, 0);
+    std::mt19937 random(9);
+    const auto thread = recorded_by("lookup-limit", [&] {
+        for (int pass = 0; pass < 5; ++pass) {  // the first pass fills the tree in order, the others are shuffled
+            std::vector<int> order = ascending(kSites);
+            if (pass > 0) std::shuffle(order.begin(), order.end(), random);
+            for (const int i : order) {
+                const tracetree::detail::Scope scope(sites[i]);
+                ++calls[static_cast<std::size_t>(i)];
+                if (i >= 63) {  // inside a scope past the limit: dropped with it
+                    const tracetree::detail::Scope below(inner[0]);
+                }
+            }
+        }
+    });
+    tracetree::set_limits(saved);
+    std::vector<std::uint64_t> kept = calls;
+    std::fill(kept.begin() + 63, kept.end(), 0);
+    REQUIRE(thread.roots.size() == 63 + 1);  // and the marker of drops at the top level
+    const tracetree::Node& marker = thread.roots.back();
+    CHECK(marker.name == "(calls not recorded at the top level)");
+    CHECK(marker.dropped == 5 * 37 * 2);
+    CHECK(thread.dropped_nodes == 5 * 37 * 2);
+    std::vector<tracetree::Node> nodes(thread.roots.begin(), thread.roots.end() - 1);
+    check_counts(nodes, sites, kept);
+}
+
+TEST_CASE("run-time names are compared by every byte: NUL bytes included, in any order") {
+    const std::string alice("user\0alice", 10), mallory("user\0mallory", 12);
+    constexpr int kNames = 300;
+    std::vector<std::string> names;
+    for (int i = 0; i < kNames; ++i) names.push_back("GET /items/" + std::to_string(i));
+    std::vector<std::uint64_t> calls(kNames, 0);
+    std::mt19937 random(4242);
+    const auto thread = recorded_by("lookup-names", [&] {
+        for (int pass = 1; pass <= 10; ++pass) {
+            for (int i = 0; i < 3; ++i) {
+                TRACETREE_SCOPE_DYNAMIC(alice);
+            }
+            {
+                TRACETREE_SCOPE_DYNAMIC(std::string_view(mallory));
+            }
+            {
+                TRACETREE_SCOPE_DYNAMIC("user\0alice");  // a const char*: the name ends at the NUL
+            }
+            std::vector<int> order = ascending(30 * pass);  // 30 new names a pass, mixed with the known
+            std::shuffle(order.begin(), order.end(), random);
+            TRACETREE_SCOPE("names");
+            for (const int i : order) {
+                TRACETREE_SCOPE_DYNAMIC(names[static_cast<std::size_t>(i)]);
+                ++calls[static_cast<std::size_t>(i)];
+            }
+        }
+    });
+    REQUIRE(thread.roots.size() == 4);
+    const tracetree::Node* a = child_named(thread.roots, alice);
+    const tracetree::Node* m = child_named(thread.roots, mallory);
+    const tracetree::Node* user = child_named(thread.roots, "user");
+    REQUIRE(a != nullptr);
+    REQUIRE(m != nullptr);
+    REQUIRE(user != nullptr);
+    CHECK(a->count == 30);
+    CHECK(m->count == 10);
+    CHECK(user->count == 10);
+    const tracetree::Node* parent = child_named(thread.roots, "names");
+    REQUIRE(parent != nullptr);
+    REQUIRE(parent->children.size() == kNames);
+    for (int i = 0; i < kNames; ++i) {
+        const tracetree::Node* node = child_named(parent->children, names[static_cast<std::size_t>(i)]);
+        INFO("name ", names[static_cast<std::size_t>(i)]);
+        REQUIRE(node != nullptr);
+        CHECK(node->count == calls[static_cast<std::size_t>(i)]);
+    }
+}
