@@ -45,6 +45,7 @@ void TomcatJarInputStream::closeEntry() {
 
 JarEntry TomcatJarInputStream::createZipEntry(const std::string& name) {
     TRACETREE_FUNCTION();
+    TRACETREE_WATCH("name", name);  // Arthas: watch TomcatJarInputStream createZipEntry params[0]
     JarEntry entry;
     entry.name = name;
     entry.directory = !name.empty() && name.back() == '/';

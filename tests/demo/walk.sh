@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# scripts/demo --walk's steps (scripts/demo-walk), run against the demo-server of this build on
+# ephemeral ports and checked one by one: what each admin call found, never how long anything took.
+#   tests/demo/walk.sh DEMO_WALK DEMO_SERVER     (meson passes both; see tests/demo/meson.build)
+set -uo pipefail
+
+WALK=${1:?usage: walk.sh scripts/demo-walk path/to/demo-server}
+SERVER=${2:?usage: walk.sh scripts/demo-walk path/to/demo-server}
+OUT=$(mktemp "${TMPDIR:-/tmp}/tracetree-walk-test-XXXXXX")
+trap 'rm -f "$OUT"' EXIT
+
+"$WALK" "$SERVER" --ephemeral >"$OUT" 2>&1
+status=$?
+sed 's/\x1b\[[0-9;]*m//g' "$OUT"  # the walk itself, for the test log
+echo "---- checks"
+
+failures=0
+# check WHAT STEP PATTERN: PATTERN (grep -E) must occur in the output of STEP ("== 1." ... "== 6.").
+check() {
+  local what=$1 step=$2 pattern=$3
+  if sed -n "/== $step/,/== [0-9]\\./p" "$OUT" | grep -Eq -- "$pattern"; then
+    echo "ok:   $what"
+  else
+    echo "FAIL: $what (step $step has no line matching /$pattern/)"
+    failures=$((failures + 1))
+  fi
+}
+
+if [ "$status" -eq 0 ]; then echo "ok:   the walk exits 0"; else echo "FAIL: the walk exited $status"; failures=$((failures + 1)); fi
+check "step 1 times two calls to /send" "1\." '^\$ curl -w .*/send$'
+check "step 1 shows curl's figures" "1\." 'time_total: +[0-9.]+s +\(HTTP 200\)'
+check "step 2 traces the servlet" "2\." '`---\[[0-9.E-]+ms\] demo::DispatcherServlet::doDispatch\(\)'
+check "step 2 prints the unaccounted time" "2\." '^curl: [0-9.]+ ms; DispatcherServlet: [0-9.]+ ms; unaccounted: -?[0-9.]+ ms'
+check "step 3 is a stack of doDispatch" "3\." '@demo::DispatcherServlet::doDispatch\(\)'
+check "step 3's stack reaches Http11Processor::service" "3\." '^ +at demo::Http11Processor::service\('
+check "step 4's trace holds the jar walk, folded" "4\." 'count=[0-9]+\] demo::TomcatJarInputStream::getNextJarEntry\(\)'
+check "step 4 counts the entries" "4\." '^The jar walk: getNextJarEntry folded into one node \([0-9]+ calls, .*createZipEntry [0-9]+ times'
+check "step 5 watches createZipEntry" "5\." '^method=demo::TomcatJarInputStream::createZipEntry location=AtExit'
+check "step 5 names Swagger UI's files under META-INF/resources/" "5\." '^META-INF/resources/swagger-ui.html$'
+check "step 5 names its webjars" "5\." '^META-INF/resources/webjars/springfox-swagger-ui/[^ ]+\.js$'
+check "step 6 starts the fixed server" "6\." '^demo-server: mode=fixed'
+check "step 6's trace has no jar walk" "6\." '^\(no getNextJarEntry: /send no longer looks in the jars\)'
+check "step 6 compares before and after" "6\." '^a call after a gc +[0-9.]+ ms +[0-9.]+ ms +-?[0-9.]+ ms'
+if grep -q 'once more' "$OUT"; then echo "note: a step ran twice (its admin call started after its /send)"; fi
+
+[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "all checks passed"
