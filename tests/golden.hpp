@@ -1,7 +1,7 @@
 // Golden files: expected output checked in under tests/golden/ (the core's text) and
-// tests/views/golden/ (the views). To regenerate after an intended change, run the suite with
+// tests/views/golden/ (the views), tests/admin/golden/ (the admin JSON). To regenerate after an intended change, run the suite with
 // TRACETREE_UPDATE_GOLDEN=1 (each compare then rewrites its file and passes) and review
-// `git diff tests/golden tests/views/golden`.
+// `git diff tests/golden tests/views/golden tests/admin/golden`.
 #ifndef TRACETREE_TESTS_GOLDEN_HPP
 #define TRACETREE_TESTS_GOLDEN_HPP
 

@@ -185,8 +185,12 @@ public:
             TRACETREE_SCOPE("Http11InputBuffer::parseHeaders");
             read = connection.read_request();
         }
-        // The caller's trace context (W3C traceparent), or a new trace: traces and exports carry it.
-        tracetree::adopt(read.request ? tracetree::context_from_headers(read.request->headers) : tracetree::new_trace());
+        // A caller's trace context (W3C traceparent): traces and exports carry it. Without one the
+        // request is not part of a distributed trace, and its trace header stays Arthas's.
+        if (read.request && read.request->header("traceparent") != nullptr)
+            tracetree::adopt(tracetree::context_from_headers(read.request->headers));
+        else
+            tracetree::leave_context();
         if (!read.request) {
             if (read.error_status != 0)
                 connection.write(http::format(net::error_response(read.error_status, read.error_reason), false));

@@ -4,7 +4,7 @@
 // wait_for_waiting(), never by sleeping.
 #include "loopback_server.hpp"
 
-#include "../views/golden.hpp"
+#include "../golden.hpp"
 
 #include <doctest/doctest.h>
 #include <tracetree/admin.hpp>
