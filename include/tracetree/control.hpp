@@ -35,7 +35,7 @@ struct Limits {
     std::uint32_t max_nodes = 65536;      // call-tree nodes per thread, 16 ..= 16777216 (trees started later)
     std::uint64_t max_total_nodes = 1u << 22;  // nodes of all threads together (64 bytes each), >= 256
     std::uint32_t max_name_length = 1024;      // run-time names and annotations are cut here, 1 ..= 65536
-    std::uint64_t max_name_bytes = 16u << 20;  // distinct run-time names of all threads, in bytes, >= 1024
+    std::uint64_t max_name_bytes = 16u << 20;  // memory held by distinct run-time names, all threads, >= 1024
     std::uint32_t max_exited_threads = 256;    // exited threads kept apart (by name); the rest fold into one
 };
 void set_limits(const Limits& limits);  // std::invalid_argument naming the field when out of range
@@ -61,7 +61,7 @@ struct RecorderInfo {
     std::vector<std::string> others; // recorders of other tracetree versions or standard libraries in this process
     std::uint64_t threads = 0;       // live threads that have recorded
     std::uint64_t nodes = 0;         // node capacity allocated, all threads
-    std::uint64_t name_bytes = 0;    // run-time names interned
+    std::uint64_t name_bytes = 0;    // memory held by interned run-time names
     std::uint64_t dropped_names = 0; // scopes not recorded: the name budget was full
 };
 RecorderInfo recorder_info();

@@ -29,7 +29,11 @@
 #define TRACETREE_DETAIL_INLINE __attribute__((always_inline)) inline  // the fast path stays in the caller
 #define TRACETREE_DETAIL_COLD __attribute__((noinline, cold))         // slow paths stay out of it
 #define TRACETREE_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
+// Per-copy state (the recorder is found through the environment, not through symbols): hidden, so that
+// g++ does not make it STB_GNU_UNIQUE, which would keep a plugin that records mapped after dlclose.
+#define TRACETREE_DETAIL_LOCAL __attribute__((visibility("hidden")))
 #else
+#define TRACETREE_DETAIL_LOCAL
 #define TRACETREE_DETAIL_INLINE inline
 #define TRACETREE_DETAIL_COLD
 #define TRACETREE_DETAIL_LIKELY(x) (x)
@@ -71,7 +75,7 @@ struct SiteInfo {
 
 // Every copy's sites start pointing here: it matches no node and no epoch, so a site's first scope
 // takes the slow path, which interns the site and stores the real info.
-inline SiteInfo g_unregistered_site;
+TRACETREE_DETAIL_LOCAL inline SiteInfo g_unregistered_site;
 
 // One per macro expansion, constant-initialised (no guard, no dynamic initialiser).
 struct Site {
@@ -255,7 +259,7 @@ inline NodeRecord* Arena::add(Site* site, const SiteInfo* info) noexcept { retur
 // The environment is the one place every copy can reach whatever the linking (hidden symbols, a
 // plugin loaded RTLD_LOCAL by an executable that exports nothing); AT_RANDOM in the name keeps a
 // program started by exec() from reading its parent's pointer.
-inline void published_name(char (&name)[128]) noexcept {
+TRACETREE_DETAIL_LOCAL inline void published_name(char (&name)[128]) noexcept {
     // Copies share standard-library objects (a Profile crosses from the recorder's copy to the caller's),
     // so the standard library and its ABI are part of the name.
     static const char prefix[] = "TRACETREE_RECORDER_" TRACETREE_DETAIL_STRING(TRACETREE_ABI)
@@ -288,7 +292,7 @@ inline void published_name(char (&name)[128]) noexcept {
     name[at] = '\0';
 }
 
-inline std::atomic<Recorder*> g_recorder{nullptr};  // this copy's cache of the published recorder
+TRACETREE_DETAIL_LOCAL inline std::atomic<Recorder*> g_recorder{nullptr};  // this copy's cache of the published recorder
 
 // The recorder published for this process, or null.
 inline Recorder* published_recorder() noexcept {
@@ -314,14 +318,14 @@ TRACETREE_DETAIL_COLD inline Recorder* find_recorder() noexcept {
 
 // This copy's pointer to the thread's arena. Trivially initialised and destroyed: no guard on the
 // hot path, and nothing that would keep a library from being unloaded.
-inline Arena*& tls_arena() noexcept {
+TRACETREE_DETAIL_LOCAL inline Arena*& tls_arena() noexcept {
     static thread_local Arena* arena = nullptr;
     return arena;
 }
 
 // A thread's first scope through this copy. With no recorder in the process (no file includes
 // control.hpp), scopes record nothing; the search is repeated only every 256th scope then.
-TRACETREE_DETAIL_COLD inline Arena* join_thread() noexcept {
+TRACETREE_DETAIL_COLD TRACETREE_DETAIL_LOCAL inline Arena* join_thread() noexcept {
     static thread_local unsigned int misses = 0;
     if (misses != 0 && (++misses & 255u) != 0) return nullptr;
     Recorder* recorder = find_recorder();

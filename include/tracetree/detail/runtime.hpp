@@ -516,6 +516,10 @@ public:
         }
     }
 
+    // What an interned run-time name holds: its key, its two names, its file and the site itself.
+    static std::uint64_t held_bytes(const std::string& key, std::size_t size, const std::string& file) noexcept {
+        return key.size() + 2 * size + file.size() + sizeof(InternedSite);
+    }
     const SiteInfo* dynamic_site(Arena& arena, Site& origin_site, const char* name, std::size_t size) noexcept override {
         ThreadState& state = state_of(arena);
         const SiteInfo* origin = registered(&origin_site, origin_site.info.load(std::memory_order_acquire));
@@ -529,7 +533,8 @@ public:
             // A name never seen needs a new node: with the tree full it is dropped without being kept.
             if (found != sites_.end()) {
                 site = found->second.get();
-            } else if (name_bytes_ + size <= max_name_bytes_.load() && state.current->nodes() < state.current->capacity) {
+            } else if (name_bytes_ + held_bytes(key, size, interned(origin).file) <= max_name_bytes_.load() &&
+                       state.current->nodes() < state.current->capacity) {
                 auto made = std::make_unique<InternedSite>();
                 made->kind = SiteKind::dynamic;
                 made->name.assign(name, size);
@@ -541,8 +546,8 @@ public:
                 made->name_size = static_cast<std::uint32_t>(size);
                 made->interned = true;
                 site = made.get();
+                name_bytes_ += held_bytes(key, size, made->file);
                 sites_.emplace(std::move(key), std::move(made));
-                name_bytes_ += size;
             }
         } catch (...) {  // out of memory: as over the budget
         }
@@ -1574,36 +1579,44 @@ private:
     // any). The state itself is kept a while, since another copy's cached pointer may still be read
     // by a last key destructor of this thread.
     void retire(ThreadState& state) noexcept {
+        std::optional<ThreadProfile> profile;
+        ThreadTimeline timeline;
+        std::uint64_t resets_before = 0;
         try {
-            std::uint64_t resets_before = 0;
             {
                 std::lock_guard<std::mutex> lock(mutex_);
                 resets_before = resets_;
             }
             state.refresh_os_name();
             const double ratio = ns_per_tick();
-            ThreadProfile profile = thread_profile(state, state.main.get(), ratio);
-            profile.exited = true;
-            profile.exited_threads = 1;
-            ThreadTimeline timeline = thread_timeline(state, ratio);
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (resets_ != resets_before) profile.roots.clear();  // taken before a reset() that has run since
-            fold_exited(std::move(profile));
-            if (!timeline.spans.empty() || timeline.dropped != 0) fold_exited(std::move(timeline));
+            profile = thread_profile(state, state.main.get(), ratio);
+            profile->exited = true;
+            profile->exited_threads = 1;
+            timeline = thread_timeline(state, ratio);
+        } catch (...) {  // out of memory at thread exit: the thread's data is lost, the program is not
+            profile.reset();
+        }
+        state.retired.store(true);
+        state.restore_depth_limit();
+        state.spare_trees.clear();
+        state.current = nullptr;
+        // Last: once in retired_, the state may be freed by another thread's retire().
+        std::lock_guard<std::mutex> lock(mutex_);
+        state.main.reset();
+        try {
+            if (profile) {
+                if (resets_ != resets_before) profile->roots.clear();  // taken before a reset() that has run since
+                fold_exited(std::move(*profile));
+                if (!timeline.spans.empty() || timeline.dropped != 0) fold_exited(std::move(timeline));
+            }
             auto self = std::find_if(live_.begin(), live_.end(), [&](const auto& p) { return p.get() == &state; });
             if (self != live_.end()) {
                 retired_.push_back(std::move(*self));
                 live_.erase(self);
             }
             while (retired_.size() > kRetiredKept) retired_.pop_front();
-        } catch (...) {  // out of memory at thread exit: the thread's data is lost, the program is not
+        } catch (...) {
         }
-        state.retired.store(true);
-        state.restore_depth_limit();
-        state.spare_trees.clear();
-        state.current = nullptr;
-        std::lock_guard<std::mutex> lock(mutex_);
-        state.main.reset();
     }
     // Exited threads fold by name; past the limit, into one entry for all the others.
     void fold_exited(ThreadProfile profile) {
