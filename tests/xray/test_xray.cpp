@@ -56,6 +56,7 @@ TEST_CASE("XRay functions are named as TRACETREE_FUNCTION() names them") {
     CHECK(has("xtest::Pricer::operator()()"));
     CHECK(has("xtest::twice()"));              // template arguments and return type dropped
     CHECK(has("xtest::(anonymous namespace)::hidden()"));
+    CHECK(has("xtest::label()"));              // without its ABI tag, as __PRETTY_FUNCTION__ has it
     // What an annotated function of the same shape is called, for comparison.
     {
         Recording recording;

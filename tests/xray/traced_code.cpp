@@ -78,6 +78,8 @@ namespace {
 
 [[gnu::noinline]] int hidden_caller() { return hidden(1) + 1; }
 
+[[gnu::noinline]] std::string label(int value) { return std::to_string(value + g_sink); }
+
 [[gnu::noinline]] int Cart::checkout(int items) const { return items + g_sink; }
 [[gnu::noinline]] int Cart::count() { return g_sink; }
 [[gnu::noinline]] int Pricer::operator()(int cents) const { return cents + g_sink; }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <csetjmp>
+#include <string>
 
 namespace xtest {
 
@@ -22,6 +23,7 @@ int tail_caller(int value);          // 1 us, then a tail call of tail_target
 int tail_target(int value);          // 1 us
 void jumps_back(std::jmp_buf& to);   // leaf(), then a longjmp to `to` from a nested call
 int hidden_caller();                 // calls a function of an anonymous namespace
+std::string label(int value);        // its symbol carries an ABI tag: label[abi:cxx11](int)
 
 struct Cart {
     int checkout(int items) const;
