@@ -2,14 +2,13 @@
 """demo-server-xray's Tomcat replica (examples/demo-xray): no tracetree symbol in its objects, defined
 or referenced (TRACETREE_DISABLE left nothing), and XRay sleds in each (an xray_instr_map section).
 
-usage: check_objects.py LIBRARY.a
+usage: check_objects.py LIBRARY.a...
 """
 import subprocess
 import sys
 
 
-def main():
-    library = sys.argv[1]
+def check(library):
     symbols = subprocess.run(['nm', '-C', library], check=True, capture_output=True, text=True).stdout
     # nm prints "member.o:" before each member's symbols; only the symbols themselves count.
     found = [line for line in symbols.splitlines() if line and not line.endswith(':') and 'tracetree' in line]
@@ -28,9 +27,9 @@ def main():
         print(f'  {member}: {count} xray_instr_map sections')
     for line in found:
         print('  tracetree symbol:', line)
-    if found or not sleds or 0 in sleds.values():
-        sys.exit(1)
+    return not found and sleds and 0 not in sleds.values()
 
 
 if __name__ == '__main__':
-    main()
+    results = [check(library) for library in sys.argv[1:]]
+    sys.exit(0 if results and all(results) else 1)
