@@ -66,6 +66,7 @@
 #include <xray/xray_interface.h>  // clang's XRay runtime (Debian: libclang-common-14-dev, libclang-rt-14-dev)
 #include <dlfcn.h>                // dlsym: the C++ runtime's personality routine
 #include <linux/membarrier.h>     // a barrier on every thread, paid by the thread that unpatches
+#include <pthread.h>              // pthread_atfork
 #include <sched.h>                // sched_yield: another patcher is busy
 #include <sys/syscall.h>          // SYS_membarrier
 #include <unistd.h>               // syscall
@@ -473,6 +474,25 @@ inline void xray_calibrate(XRayState& state, XRayTable& table) {
         throw std::runtime_error("tracetree: XRay: the calibration saw no events (is XRay's handler in use elsewhere?)");
 }
 
+// A child process has only the thread that forked: the others' stacks would hold their functions
+// patched for ever. Its locks are taken around fork(), so that the child finds them free.
+inline void xray_before_fork() {
+    xray_state().mutex.lock();
+    xray_state().threads_mutex.lock();
+}
+inline void xray_after_fork_in_parent() {
+    xray_state().threads_mutex.unlock();
+    xray_state().mutex.unlock();
+}
+inline void xray_after_fork_in_child() {
+    XRayState& state = xray_state();
+    XRayThread* const self = xray_thread();
+    state.threads.erase(std::remove_if(state.threads.begin(), state.threads.end(),
+                                       [self](const XRayThread* thread) { return thread != self; }),
+                        state.threads.end());
+    xray_after_fork_in_parent();
+}
+
 inline void xray_install_locked(XRayState& state) {
     if (state.installed) return;
     if (!state.error.empty()) throw std::runtime_error(state.error);
@@ -501,6 +521,7 @@ inline void xray_install_locked(XRayState& state) {
         }
         XRayTable& table = g_xray_table;
         xray_calibrate(state, table);
+        pthread_atfork(&xray_before_fork, &xray_after_fork_in_parent, &xray_after_fork_in_child);
         state.expedited = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
         table.fence = !state.expedited;
         table.functions = state.functions.data();

@@ -10,6 +10,8 @@
 #include <memory>
 #include <thread>
 #include <vector>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace churn {
 [[gnu::noinline]] void work(int round) {
@@ -88,4 +90,35 @@ TEST_CASE("threads run patched functions while sessions start and stop: the tree
     CHECK(works_nested == 0);
     CHECK(others_at_root == 0);
     MESSAGE(rounds.load() << " rounds on " << kWorkers << " workers and short-lived threads, 300 session cycles");
+}
+
+namespace {
+std::atomic<int> g_fork_stage{0};
+void wait_for_fork() {  // run inside xtest::call: holds it open on its thread until the fork is done
+    g_fork_stage = 1;
+    while (g_fork_stage.load() != 2) std::this_thread::yield();
+}
+}  // namespace
+
+TEST_CASE("a forked child forgets the parent's other threads: what they ran is unpatched in it") {
+    auto monitor = std::make_unique<tracetree::Monitor>(tracetree::MonitorRequest("xtest::call"));
+    std::thread inside([] { xtest::call(&wait_for_fork); });
+    while (g_fork_stage.load() != 1) std::this_thread::yield();
+    const pid_t child = fork();
+    if (child == 0) {  // the child: the thread inside xtest::call does not exist here
+        monitor.reset();
+        const tracetree::xray::Status status = tracetree::xray::status();
+        _exit(status.patched == 0 && status.draining == 0 && !xray_test::sled_patched("xtest::call()") ? 0 : 1);
+    }
+    REQUIRE(child > 0);
+    int wstatus = 0;
+    REQUIRE(waitpid(child, &wstatus, 0) == child);
+    CHECK(WIFEXITED(wstatus));
+    CHECK(WEXITSTATUS(wstatus) == 0);
+    // The parent's thread is still inside: the function drains, and is unpatched when it returns.
+    monitor.reset();
+    CHECK(tracetree::xray::status().draining == 1);
+    g_fork_stage = 2;
+    inside.join();
+    CHECK(tracetree::xray::status().patched == 0);
 }

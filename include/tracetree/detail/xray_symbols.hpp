@@ -172,7 +172,7 @@ inline FunctionSymbols function_symbols(const char* path, std::uintptr_t bias, c
         if (name == nullptr) continue;
         const std::uintptr_t address = static_cast<std::uintptr_t>(symbol.st_value) + bias;
         const unsigned type = ELF64_ST_TYPE(symbol.st_info);
-        if (type == STT_OBJECT && symbol.st_size == sizeof(Site) && std::strstr(name, "tracetree_site_") != nullptr &&
+        if (type == STT_OBJECT && symbol.st_size >= sizeof(Site) && std::strstr(name, "tracetree_site_") != nullptr &&
             in_executable_data(address, sizeof(Site)) && reinterpret_cast<const Site*>(address)->kind == SiteKind::function) {
             const std::string site = demangled(name);
             const std::size_t at = site.rfind("::tracetree_site_");
