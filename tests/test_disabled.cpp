@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <stdexcept>
 #include <string>
 
 static int evaluated = 0;
@@ -16,6 +17,7 @@ static int traced(int x) {
     TRACETREE_FUNCTION();
     TRACETREE_SCOPE("a scope");
     TRACETREE_SCOPE_DYNAMIC(name_with_side_effect());
+    TRACETREE_WATCH("value", name_with_side_effect());
     return x + 1;
 }
 
@@ -28,4 +30,5 @@ TEST_CASE("disabled macros compile to nothing and do not evaluate their argument
     const auto profile = tracetree::profile();
     CHECK(profile.threads.empty());  // nothing in this program ever recorded
     if (true) TRACETREE_SCOPE("a valid statement");  // expands to a single statement
+    CHECK_THROWS_WITH_AS(TRACETREE_THROW(std::runtime_error("still thrown")), "still thrown", std::runtime_error);
 }

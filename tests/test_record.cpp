@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -221,7 +222,7 @@ TEST_CASE("call sites past the node limit are counted, not kept") {
 }
 
 TEST_CASE("limits reject absurd values") {
-    CHECK_THROWS_WITH_AS(tracetree::set_limits({0, 1000}), "tracetree: max_depth must be between 1 and 100000, got 0",
+    CHECK_THROWS_WITH_AS(tracetree::set_limits({0, 1000}), "tracetree: max_depth must be between 1 and 4096, got 0",
                          std::invalid_argument);
     CHECK_THROWS_AS(tracetree::set_limits({10, 1u << 30}), std::invalid_argument);
     CHECK_THROWS_AS(tracetree::set_limits({10, 3}), std::invalid_argument);
@@ -379,4 +380,66 @@ TEST_CASE("reset reaches a thread that never leaves its outermost scope") {
     CHECK(tick->count < rounds.load());  // the ticks before the reset are gone
     phase = 2;
     worker.join();
+}
+
+namespace thrower {
+struct NotStd {};
+void fails(int how) {
+    TRACETREE_FUNCTION();
+    if (how == 0) TRACETREE_THROW(std::invalid_argument("need >= 2"));
+    if (how == 1) throw std::runtime_error("no line");
+    if (how == 2) throw NotStd{};
+}
+void calls(int how) {
+    TRACETREE_FUNCTION();
+    try {
+        fails(how);
+    } catch (...) {  // caught here: the throw shows under fails(), where it was thrown
+    }
+}
+}  // namespace thrower
+
+TEST_CASE("a throw is a node under the innermost open scope: type, line, what(), folded by site") {
+    FakeClock clock;
+    for (int i = 0; i < 3; ++i) thrower::calls(0);
+    thrower::calls(1);
+    thrower::calls(2);
+    const auto thread = mine();
+    const tracetree::Node* calls = find_root(thread, "thrower::calls()");
+    REQUIRE(calls != nullptr);
+    const tracetree::Node* fails = find_child(*calls, "thrower::fails()");
+    REQUIRE(fails != nullptr);
+    CHECK(fails->count == 5);
+    CHECK(fails->throws == 5);
+    CHECK(calls->throws == 0);  // caught inside: calls() returned normally
+    REQUIRE(fails->children.size() == 3);
+    const tracetree::Node& helper = fails->children[0];
+    CHECK(helper.kind == tracetree::NodeKind::thrown);
+    CHECK(helper.name == "std::invalid_argument");
+    CHECK(helper.count == 3);
+    CHECK(helper.line == fails->line + 1);  // the TRACETREE_THROW line, right below the function's scope
+    CHECK(helper.message == std::optional<std::string>("need >= 2"));
+    CHECK(fails->children[1].name == "std::runtime_error");
+    CHECK(fails->children[1].line == 0);  // a plain throw: the line is not known
+    CHECK(fails->children[1].message == std::optional<std::string>("no line"));
+    CHECK(fails->children[2].name == "thrower::NotStd");
+    CHECK_FALSE(fails->children[2].message.has_value());  // no what(): no message part
+    const std::string text = tracetree::to_string(tracetree::profile());
+    CHECK(text.find("`---[count=3] throw:std::invalid_argument #" + std::to_string(helper.line) + " [need >= 2]") ==
+          std::string::npos);  // not the last child: +---
+    CHECK(text.find("+---[count=3] throw:std::invalid_argument #" + std::to_string(helper.line) + " [need >= 2]") !=
+          std::string::npos);
+    CHECK(text.find("`---throw:thrower::NotStd\n") != std::string::npos);
+}
+
+TEST_CASE("a throw outside any scope, or with recording off, leaves no node") {
+    FakeClock clock;
+    try {
+        throw std::runtime_error("nowhere");
+    } catch (const std::exception&) {
+    }
+    tracetree::set_enabled(false);
+    thrower::calls(1);
+    tracetree::set_enabled(true);
+    CHECK(find_root(mine(), "thrower::calls()") == nullptr);
 }

@@ -1,4 +1,6 @@
-// Rendering: Arthas's rules, checked against exact text.
+// Rendering: Arthas's rules, checked against golden files (tests/golden/, TRACETREE_UPDATE_GOLDEN=1
+// rewrites them) and exact strings.
+#include "golden.hpp"
 #include "support.hpp"
 
 #include <doctest/doctest.h>
@@ -37,14 +39,79 @@ static tracetree::Trace tomcat_trace() {
 static const tracetree::RenderOptions plain = tracetree::RenderOptions().colour(tracetree::Colour::never).utc();
 
 TEST_CASE("a trace renders as Arthas prints it") {
-    CHECK(tracetree::to_string(tomcat_trace(), plain) ==
-          "`---ts=2026-11-30 23:40:01.123;thread_name=http-nio-7744-exec-1;id=3\n"
-          "    `---[131.65ms] Http11Processor::service()\n"
-          "        +---[0.01% 0.011ms ] Http11InputBuffer::parseRequestLine() #212\n"
-          "        +---[56.36% min=0.0045ms,max=34.48ms,total=74.2ms,count=31] "
-          "TomcatJarInputStream::getNextJarEntry() #117\n"
-          "        `---[13.70% 18.03ms ] DispatcherServlet::doDispatch() #350\n"
-          "\n");
+    golden::compare("arthas-trace.txt", tracetree::to_string(tomcat_trace(), plain));
+}
+
+// Arthas prints the throw itself as a child of the method whose code threw: type, line, message;
+// siblings above it get `+---` and `|   `.
+TEST_CASE("a thrown and caught exception renders as Arthas's throw line") {
+    tracetree::Trace trace = tomcat_trace();
+    trace.root = node("demo::MathGame::run()", 0, 1, 617465ns);
+    Node factors = node("demo::MathGame::primeFactors()", 24, 1, 78946ns);
+    factors.throws = 1;
+    Node thrown;
+    thrown.kind = tracetree::NodeKind::thrown;
+    thrown.name = "std::invalid_argument";
+    thrown.line = 46;
+    thrown.count = 1;
+    thrown.message = "number is: -151442, need >= 2";
+    factors.children.push_back(thrown);
+    Node again = thrown;  // folded: the same site and type thrown three times
+    again.count = 3;
+    again.line = 0;       // thrown without TRACETREE_THROW: no line
+    again.name = "Overflow";
+    again.message.reset();  // not derived from std::exception: no message part
+    Node print = node("demo::MathGame::print()", 25, 1, 80222ns);
+    print.children.push_back(again);
+    trace.root.children = {factors, print};
+    golden::compare("arthas-throw.txt", tracetree::to_string(trace, plain));
+}
+
+TEST_CASE("values a trace asked for are @name=value lines before the children") {
+    tracetree::Trace trace = tomcat_trace();
+    Node& jar = trace.root.children[1];
+    jar.values = {{"name", "\"META-INF/resources/swagger-ui.html\""}, {"size", "7113"}};
+    jar.children.push_back(node("TomcatJarInputStream::createZipEntry()", 46, 1, 2000ns));
+    trace.root.children[2].values = {{"path", "\"/send\""}};
+    golden::compare("arthas-values.txt", tracetree::to_string(trace, plain));
+}
+
+TEST_CASE("stack, watch and monitor render as Arthas prints them") {
+    tracetree::StackTrace stack;
+    stack.start = tomcat_trace().start;
+    stack.thread_name = "http-nio-7744-exec-1";
+    stack.thread_id = 26;
+    stack.frames = {{"demo::DispatcherServlet::doDispatch()", "/src/demo/tomcat.cpp", 98},
+                    {"demo::StandardWrapperValve::invoke()", "/src/demo/tomcat.cpp", 117},
+                    {"demo::CoyoteAdapter::service()", "/src/demo/tomcat.cpp", 131},
+                    {"demo::Http11Processor::service()", "/src/demo/app.cpp", 0}};
+    tracetree::WatchEvent event;
+    event.start = stack.start;
+    event.scope = "demo::TomcatJarInputStream::createZipEntry()";
+    event.cost = 12345ns;
+    event.values = {{"name", "\"META-INF/resources/swagger-ui.html\""}};
+    tracetree::WatchEvent threw = event;
+    threw.threw = true;
+    threw.values.clear();
+    tracetree::MonitorInterval interval;
+    interval.end = stack.start;
+    tracetree::MonitorRow service;
+    service.name = "demo::Http11Processor::service()";
+    service.calls = 5;
+    service.failed = 1;
+    service.total = 131650000ns;
+    service.min = 1200000ns;
+    service.max = 120450000ns;
+    tracetree::MonitorRow respond = service;
+    respond.name = "respond";
+    respond.failed = 0;
+    interval.rows = {service, respond};
+    std::ostringstream out;
+    tracetree::render(out, stack, plain);
+    tracetree::render(out, event, plain);
+    tracetree::render(out, threw, plain);
+    tracetree::render(out, interval, plain);
+    golden::compare("arthas-stack-watch-monitor.txt", out.str());
 }
 
 TEST_CASE("colour marks the costliest node below the root, when asked or on a terminal") {
@@ -73,14 +140,7 @@ TEST_CASE("nesting uses | and blank indents; throws, drops and fields are shown"
     d.dropped = 5;
     trace.root.children.push_back(b);
     trace.root.children.push_back(d);
-    CHECK(tracetree::to_string(trace, plain) ==
-          "`---ts=1970-01-01 00:00:00.000;thread_name=main;id=10;request_id=42\n"
-          "    `---[10.0ms] a()\n"
-          "        +---[60.00% min=2.0ms,max=4.0ms,total=6.0ms,count=2] b() #11 [throws Exception]\n"
-          "        |   `---[16.67% 1.0ms ] c() #12\n"
-          "        `---[30.00% min=1.0ms,max=1.0ms,total=3.0ms,count=3] d() #13 [throws Exception,3]\n"
-          "            `---[not recorded: 5 calls past the depth or node limit]\n"
-          "\n");
+    golden::compare("arthas-nested.txt", tracetree::to_string(trace, plain));
 }
 
 TEST_CASE("milliseconds print as Java's Double.toString") {
@@ -139,11 +199,7 @@ TEST_CASE("a recorded trace renders exactly with a fake clock") {
     trace->start = std::chrono::system_clock::time_point(std::chrono::seconds(60));
     const auto line = trace->root.children.at(0).line;
     CHECK(tracetree::to_string(*trace, plain) ==
-          "`---ts=1970-01-01 00:01:00.000;thread_name=test-main;id=" + [&] {
-              char id[16];
-              std::snprintf(id, sizeof id, "%x", trace->thread_id);
-              return std::string(id);
-          }() + "\n"
+          "`---ts=1970-01-01 00:01:00.000;thread_name=test-main;id=" + std::to_string(trace->thread_id) + "\n"
                 "    `---[7.0ms] handle\n"
                 "        `---[85.71% min=1.0ms,max=3.0ms,total=6.0ms,count=3] step #" +
               std::to_string(line) + "\n\n");
@@ -162,25 +218,13 @@ TEST_CASE("a profile renders each thread; folded roots and running scopes") {
     running.children.push_back(node("step()", 9, 1, 2ms));
     thread.roots.push_back(running);
     profile.threads.push_back(thread);
-    CHECK(tracetree::to_string(profile, plain) ==
-          "`---ts=1970-01-01 00:00:00.000;thread_name=worker;id=2;exited=true;dropped_depth=4\n"
-          "    +---[min=1.0ms,max=3.0ms,total=8.0ms,count=4] loop()\n"
-          "    `---[running] main()\n"
-          "        `---[2.0ms] step() #9\n"
-          "\n");
+    golden::compare("arthas-profile.txt", tracetree::to_string(profile, plain));
 }
 
 TEST_CASE("human mode aligns columns with units") {
     std::ostringstream out;
     tracetree::render_human(out, tomcat_trace());
     const std::string text = out.str();
-    const std::string expected_rows =
-        "      total       self   count        min        max  call tree\n"
-        "      132ms     39.4ms       1      132ms      132ms  Http11Processor::service()\n"
-        "       11\u00b5s       11\u00b5s       1       11\u00b5s       11\u00b5s  +- Http11InputBuffer::parseRequestLine() #212\n"
-        "     74.2ms     74.2ms      31      4.5\u00b5s     34.5ms  +- TomcatJarInputStream::getNextJarEntry() #117\n"
-        "       18ms       18ms       1       18ms       18ms  `- DispatcherServlet::doDispatch() #350\n"
-        "\n";
-    CHECK(text.substr(text.find('\n') + 1) == expected_rows);
+    golden::compare("human-trace.txt", text.substr(text.find('\n') + 1));
     CHECK(text.rfind("trace of Http11Processor::service() on http-nio-7744-exec-1 (id 3) at ", 0) == 0);
 }

@@ -147,9 +147,9 @@ TEST_CASE("bad requests get clear errors") {
     auto bad_regex = request("(unclosed");
     bad_regex.regex(true);
     CHECK_THROWS_AS(TraceSession(std::move(bad_regex)), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(TraceSession(request("x", 0ms, 0)),
-                         "tracetree: limit must be between 1 and 1000000, got 0", std::invalid_argument);
-    CHECK_THROWS_AS(TraceSession(request("x", 0ms, 2000000)), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(TraceSession(request("x", 0ms, 2000000)),
+                         "tracetree: limit must be between 1 and 1000000 (0: until stopped), got 2000000",
+                         std::invalid_argument);
     CHECK_THROWS_AS(TraceSession(request("x", -1ms, 1)), std::invalid_argument);
     CHECK_THROWS_AS(TraceSession(request(std::string(5000, '*'))), std::invalid_argument);
     auto huge_repeat = request("a{3111111111111111111}");
@@ -206,6 +206,19 @@ TEST_CASE("a callback runs on the thread that finished the invocation") {
     CHECK(calls == 1);
     CHECK(session.done());
     CHECK(session.collect(1ms).empty());  // delivered to the callback, not queued
+}
+
+TEST_CASE("a session with limit 0 runs until stopped") {
+    FakeClock clock;
+    std::uint64_t calls = 0;
+    TraceSession session(request("handle", 0ms, 0).on_trace([&](const tracetree::Trace&) { ++calls; }));
+    for (int i = 0; i < 1500; ++i) {
+        TRACETREE_SCOPE("handle");
+    }
+    CHECK(calls == 1500);
+    CHECK_FALSE(session.done());
+    session.stop();
+    CHECK(session.done());
 }
 
 TEST_CASE("annotations are this thread's context: set before or during a capture, kept until replaced") {

@@ -31,7 +31,7 @@ bool enabled() noexcept;
 // Bounds on what the recorder keeps. What they cut is counted and shown (`dropped`), never lost
 // silently; memory stays bounded whatever the program names or however many threads it starts.
 struct Limits {
-    std::uint32_t max_depth = 256;        // nesting recorded per thread, 1 ..= 100000 (applies at once)
+    std::uint32_t max_depth = 256;        // nesting recorded per thread, 1 ..= 4096 (applies at once)
     std::uint32_t max_nodes = 65536;      // call-tree nodes per thread, 16 ..= 16777216 (trees started later)
     std::uint64_t max_total_nodes = 1u << 22;  // nodes of all threads together (64 bytes each), >= 256
     std::uint32_t max_name_length = 1024;      // run-time names and annotations are cut here, 1 ..= 65536
@@ -82,6 +82,7 @@ Timeline timeline();
 
 TRACETREE_END_NAMESPACE
 
-#include "detail/runtime.hpp"
+// The implementation needs sessions.hpp's declarations too; sessions.hpp ends by including it.
+#include "sessions.hpp"
 
 #endif  // TRACETREE_CONTROL_HPP

@@ -15,7 +15,8 @@
 // the percentage of the direct parent's total as Java's `%.2f` prints it; milliseconds as Java's
 // Double.toString prints them (`3.0`, `0.096584`, `8.55E-4`); ` #line` (the scope macro's line);
 // `[throws Exception]` or `[throws Exception,N]`; a throw as `throw:<type> #<line> [<what()>]`,
-// folded throws with a leading `[count=N]`; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
+// folded throws with a leading `[count=N]`; TRACETREE_WATCH values (traces that asked for them) as
+// `@name=value` lines before a node's children; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
 // (id in decimal, as Arthas 4 prints it); the costliest node below the root in red.
 #ifndef TRACETREE_RENDER_HPP
 #define TRACETREE_RENDER_HPP
@@ -85,13 +86,30 @@ inline bool use_colour(std::ostream& out, Colour colour) {
 
 // The cost bracket: root `[Xms]`, a call `[P.PP% Xms ]`, folded `[P.PP% min=..,max=..,total=..,count=N]`.
 // `parent` is null for roots and for children of a still-running node (no total to divide by).
-inline std::string cost_text(const Node& node, const Node* parent) {
-    if (node.count == 0) return "[running]";
-    std::string text = "[";
-    if (parent != nullptr) text += percent(node.total, parent->total) + "% ";
-    if (node.count == 1) return text + java_millis(node.total) + (parent != nullptr ? "ms ]" : "ms]");
-    return text + "min=" + java_millis(node.min) + "ms,max=" + java_millis(node.max) + "ms,total=" +
-           java_millis(node.total) + "ms,count=" + std::to_string(node.count) + "]";
+inline void append_cost(std::string& out, const Node& node, const Node* parent) {
+    if (node.count == 0) {
+        out += "[running]";
+        return;
+    }
+    out += '[';
+    if (parent != nullptr) {
+        append_percent(out, node.total, parent->total);
+        out += "% ";
+    }
+    if (node.count == 1) {
+        append_java_millis(out, node.total);
+        out += parent != nullptr ? "ms ]" : "ms]";
+        return;
+    }
+    out += "min=";
+    append_java_millis(out, node.min);
+    out += "ms,max=";
+    append_java_millis(out, node.max);
+    out += "ms,total=";
+    append_java_millis(out, node.total);
+    out += "ms,count=";
+    out += std::to_string(node.count);
+    out += ']';
 }
 
 inline const Node* costliest_below(const Node& node, const Node* best) {
@@ -110,31 +128,46 @@ inline std::string throw_text(const Node& node) {
     return text;
 }
 
+// Writes a tree line by line. One buffer holds the current line and one the indent, so a node costs
+// appends and a single write, not strings of its own.
 struct TreeWriter {
     std::ostream& out;
     const Node* highlighted;  // null: no colour
+    std::string prefix = "    ";
+    std::string text{};
 
-    void line(const std::string& prefix, bool last, const Node& node, const Node* parent, bool with_line) {
-        out << prefix << (last ? "`---" : "+---");
+    void line(bool last, const Node& node, const Node* parent, bool with_line) {
+        text.assign(prefix).append(last ? "`---" : "+---");
         if (node.kind == NodeKind::thrown) {
-            if (node.count > 1) out << "[count=" << node.count << "] ";
-            out << throw_text(node) << '\n';
+            if (node.count > 1) text.append("[count=").append(std::to_string(node.count)).append("] ");
+            text.append(throw_text(node)).append(1, '\n');
+            out.write(text.data(), static_cast<std::streamsize>(text.size()));
             return;
         }
-        const std::string cost = cost_text(node, parent);
-        if (&node == highlighted) out << "\x1b[31m" << cost << " \x1b[m";
-        else out << cost << ' ';
-        out << node.name;
-        if (with_line && node.line != 0) out << " #" << node.line;
-        if (node.throws == 1) out << " [throws Exception]";
-        if (node.throws > 1) out << " [throws Exception," << node.throws << "]";
-        out << '\n';
-        const std::string inner = prefix + (last ? "    " : "|   ");
+        if (&node == highlighted) text += "\x1b[31m";
+        append_cost(text, node, parent);
+        text += &node == highlighted ? " \x1b[m" : " ";
+        text += node.name;
+        if (with_line && node.line != 0) text.append(" #").append(std::to_string(node.line));
+        if (node.throws == 1) text += " [throws Exception]";
+        if (node.throws > 1) text.append(" [throws Exception,").append(std::to_string(node.throws)).append(1, ']');
+        text += '\n';
+        const std::size_t outer = prefix.size();
+        prefix += last ? "    " : "|   ";
+        for (std::size_t i = 0; i < node.values.size(); ++i)  // TRACETREE_WATCH values, when a trace asked for them
+            text.append(prefix)
+                .append(i + 1 == node.values.size() && node.children.empty() && node.dropped == 0 ? "`---@" : "+---@")
+                .append(node.values[i].first)
+                .append(1, '=')
+                .append(node.values[i].second)
+                .append(1, '\n');
+        out.write(text.data(), static_cast<std::streamsize>(text.size()));
         const Node* total_holder = node.count != 0 ? &node : nullptr;
         for (std::size_t i = 0; i < node.children.size(); ++i)
-            line(inner, i + 1 == node.children.size() && node.dropped == 0, node.children[i], total_holder, true);
+            line(i + 1 == node.children.size() && node.dropped == 0, node.children[i], total_holder, true);
         if (node.dropped != 0)
-            out << inner << "`---[not recorded: " << node.dropped << " calls past the depth or node limit]\n";
+            out << prefix << "`---[not recorded: " << node.dropped << " calls past the depth or node limit]\n";
+        prefix.resize(outer);
     }
 };
 
@@ -195,7 +228,7 @@ inline void render(std::ostream& out, const Trace& trace, const RenderOptions& o
     detail::write_header(out, trace.start, trace.thread_name, trace.thread_id, trace.fields, options.utc());
     const Node* highlighted =
         detail::use_colour(out, options.colour()) ? detail::costliest_below(trace.root, nullptr) : nullptr;
-    detail::TreeWriter{out, highlighted}.line("    ", true, trace.root, nullptr, false);
+    detail::TreeWriter{out, highlighted}.line(true, trace.root, nullptr, false);
     out << '\n';
 }
 
@@ -210,8 +243,7 @@ inline void render(std::ostream& out, const ThreadProfile& thread, std::chrono::
     if (detail::use_colour(out, options.colour()))
         for (const Node& root : thread.roots) highlighted = detail::costliest_below(root, highlighted);
     detail::TreeWriter writer{out, highlighted};
-    for (std::size_t i = 0; i < thread.roots.size(); ++i)
-        writer.line("    ", i + 1 == thread.roots.size(), thread.roots[i], nullptr, false);
+    for (std::size_t i = 0; i < thread.roots.size(); ++i) writer.line(i + 1 == thread.roots.size(), thread.roots[i], nullptr, false);
     out << '\n';
 }
 

@@ -42,7 +42,7 @@ public:
 
     Self& regex(bool on = true) { syntax_ = on ? PatternSyntax::regex : PatternSyntax::glob; return self(); }
     Self& min_cost(Nanos cost) { min_cost_ = cost; return self(); }  // only invocations costing at least this
-    Self& limit(std::uint64_t count) { limit_ = count; return self(); }  // then stop; 1 ..= 1000000
+    Self& limit(std::uint64_t count) { limit_ = count; return self(); }  // then stop; 1 ..= 1000000, 0: until stopped
 
     const std::string& pattern() const { return pattern_; }
     PatternSyntax syntax() const { return syntax_; }

@@ -3,7 +3,7 @@
 
 #include <unistd.h>
 
-#include "golden.hpp"
+#include "../golden.hpp"
 #include "samples.hpp"
 
 #include <sstream>

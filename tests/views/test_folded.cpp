@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 #include <tracetree/all.hpp>
 
-#include "golden.hpp"
+#include "../golden.hpp"
 #include "samples.hpp"
 
 #include <sstream>

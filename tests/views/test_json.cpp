@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 #include <tracetree/all.hpp>
 
-#include "golden.hpp"
+#include "../golden.hpp"
 #include "samples.hpp"
 
 #include <sstream>
@@ -26,6 +26,9 @@ void check_same(const tracetree::Node& a, const tracetree::Node& b) {
     CHECK(a.max == b.max);
     CHECK(a.throws == b.throws);
     CHECK(a.dropped == b.dropped);
+    CHECK(a.kind == b.kind);
+    CHECK(a.message == b.message);
+    CHECK(a.values == b.values);
     REQUIRE(a.children.size() == b.children.size());
     for (std::size_t i = 0; i < a.children.size(); ++i) check_same(a.children[i], b.children[i]);
 }
@@ -54,6 +57,30 @@ TEST_CASE("JSON of a trace: golden, and it loads back to the same value") {
     check_same(loaded.root, trace.root);
     CHECK(json(loaded) == text);
     CHECK(tracetree::to_string(loaded) == tracetree::to_string(trace));
+}
+
+TEST_CASE("JSON: throw nodes and watched values round-trip") {
+    tracetree::Trace trace = samples::buggy_request();
+    tracetree::Node thrown;
+    thrown.kind = tracetree::NodeKind::thrown;
+    thrown.name = "std::invalid_argument";
+    thrown.line = 46;
+    thrown.count = 2;
+    thrown.message = "need >= 2 \"quoted\"";
+    tracetree::Node no_message = thrown;
+    no_message.name = "Overflow";
+    no_message.message.reset();
+    trace.root.children.front().children.push_back(thrown);
+    trace.root.children.front().children.push_back(no_message);
+    trace.root.values = {{"uri", "\"/send\""}, {"n", "3"}};
+    const std::string text = json(trace);
+    CHECK(text.find(R"("kind":"throw")") != std::string::npos);
+    const tracetree::Trace loaded = tracetree::read_trace_json(text);
+    check_same(loaded.root, trace.root);
+    CHECK(json(loaded) == text);
+    CHECK(tracetree::to_string(loaded) == tracetree::to_string(trace));
+    CHECK(error_of(R"({"format":"tracetree","version":1,"kind":"trace","root":{"name":"x","kind":"bogus"}})")
+              .find("\"kind\" must be \"call\" or \"throw\"") != std::string::npos);
 }
 
 TEST_CASE("JSON of a profile with hostile names loads back; bytes that are not UTF-8 become U+FFFD") {

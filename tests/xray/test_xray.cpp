@@ -6,7 +6,7 @@
 #include "traced_code.hpp"
 #include "xray_support.hpp"
 
-#include "../views/golden.hpp"
+#include "../golden.hpp"
 
 #include <doctest/doctest.h>
 

@@ -6,6 +6,7 @@
 
 #include "../values.hpp"
 
+#include <algorithm> // std::find
 #include <charconv>  // std::to_chars: shortest round-trip digits
 #include <chrono>
 #include <cmath>     // std::signbit, std::isnan, std::isinf
@@ -18,83 +19,91 @@
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
 
-// The shortest decimal digits that read back as `value` (value > 0, finite), and the exponent of the
-// first digit: 0.096584 -> {"96584", -2}.
-struct Digits {
-    std::string digits;
-    int exponent = 0;
-};
-inline Digits shortest_digits(double value) {
+// Java's Double.toString, appended to `out`: shortest round-trip digits; plain between 1e-3 and 1e7
+// with at least one decimal ("3.0", "0.096584"), otherwise "d.dddE±n" ("8.55E-4").
+inline void append_java_double(std::string& out, double value) {
+    if (std::isnan(value)) {
+        out += "NaN";
+        return;
+    }
+    if (std::isinf(value)) {
+        out += value > 0 ? "Infinity" : "-Infinity";
+        return;
+    }
+    if (value == 0) {
+        out += std::signbit(value) ? "-0.0" : "0.0";
+        return;
+    }
     char buffer[64];
+    const double magnitude = value < 0 ? -value : value;
+    if (magnitude >= 1e-3 && magnitude < 1e7) {
+        const auto result = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::fixed);
+        const std::string_view text(buffer, static_cast<std::size_t>(result.ptr - buffer));
+        out += text;
+        if (text.find('.') == std::string_view::npos) out += ".0";
+        return;
+    }
     const auto result = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
-    const std::string_view text(buffer, static_cast<std::size_t>(result.ptr - buffer));
+    const std::string_view text(buffer, static_cast<std::size_t>(result.ptr - buffer));  // "8.55e-04"
     const std::size_t e = text.find('e');
-    Digits out;
-    for (const char c : text.substr(0, e))
-        if (c != '.') out.digits += c;
-    for (const char c : text.substr(e + 2)) out.exponent = out.exponent * 10 + (c - '0');
-    if (text[e + 1] == '-') out.exponent = -out.exponent;
+    out += text.substr(0, e);
+    if (text.substr(0, e).find('.') == std::string_view::npos) out += ".0";
+    out += 'E';
+    if (text[e + 1] == '-') out += '-';
+    std::size_t digits = e + 2;
+    while (digits + 1 < text.size() && text[digits] == '0') ++digits;
+    out += text.substr(digits);
+}
+inline std::string java_double(double value) {
+    std::string out;
+    append_java_double(out, value);
     return out;
 }
 
-// Java's Double.toString: shortest round-trip digits; plain between 1e-3 and 1e7 with at least one
-// decimal ("3.0", "0.096584"), otherwise "d.dddE±n" ("8.55E-4").
-inline std::string java_double(double value) {
-    if (std::isnan(value)) return "NaN";
-    if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
-    if (value == 0) return std::signbit(value) ? "-0.0" : "0.0";
-    const std::string sign = value < 0 ? "-" : "";
-    const double magnitude = value < 0 ? -value : value;
-    const Digits d = shortest_digits(magnitude);
-    if (magnitude >= 1e-3 && magnitude < 1e7) {
-        if (d.exponent < 0) return sign + "0." + std::string(static_cast<std::size_t>(-d.exponent - 1), '0') + d.digits;
-        const std::size_t point = static_cast<std::size_t>(d.exponent) + 1;
-        if (d.digits.size() <= point) return sign + d.digits + std::string(point - d.digits.size(), '0') + ".0";
-        return sign + d.digits.substr(0, point) + "." + d.digits.substr(point);
-    }
-    return sign + d.digits.substr(0, 1) + "." + (d.digits.size() > 1 ? d.digits.substr(1) : "0") + "E" +
-           std::to_string(d.exponent);
-}
-
 // Nanoseconds as milliseconds, as Arthas prints them: Java's Double.toString of ns / 1e6.
+inline void append_java_millis(std::string& out, Nanos duration) {
+    append_java_double(out, static_cast<double>(duration.count()) / 1000000.0);
+}
 inline std::string java_millis(Nanos duration) { return java_double(static_cast<double>(duration.count()) / 1000000.0); }
 
-// part/whole as Arthas prints it: Java's String.format("%.2f", part * 100.0 / whole), which rounds half
-// up the shortest decimal digits of that double (97.695 -> "97.70", though the exact ratio is below
-// 97.695). A whole of 0 gives what Java gives: "NaN" for 0/0, "Infinity" otherwise.
-inline std::string percent(Nanos part, Nanos whole) {
+// part/whole as Arthas prints it, appended to `out`: Java's String.format("%.2f", part * 100.0 / whole),
+// which rounds half up the shortest decimal digits of that double (97.695 -> "97.70", though the
+// exact ratio is below 97.695). A whole of 0 gives what Java gives: "NaN" for 0/0, "Infinity" otherwise.
+inline void append_percent(std::string& out, Nanos part, Nanos whole) {
     const double ratio = static_cast<double>(part.count()) * 100.0 / static_cast<double>(whole.count());
-    if (std::isnan(ratio)) return "NaN";
-    if (std::isinf(ratio)) return ratio > 0 ? "Infinity" : "-Infinity";
-    const double magnitude = ratio < 0 ? -ratio : ratio;
-    std::string integer = "0", fraction = "00";
-    if (magnitude != 0) {
-        const Digits d = shortest_digits(magnitude);
-        // Digits with the decimal point after position `point` (padded with zeros on either side).
-        std::string digits = d.digits;
-        int point = d.exponent + 1;
-        if (point <= 0) {
-            digits.insert(0, static_cast<std::size_t>(-point + 1), '0');
-            point = 1;
-        }
-        if (digits.size() < static_cast<std::size_t>(point) + 3) digits.append(static_cast<std::size_t>(point) + 3 - digits.size(), '0');
-        const bool round_up = digits[static_cast<std::size_t>(point) + 2] >= '5';
-        digits.resize(static_cast<std::size_t>(point) + 2);
-        for (std::size_t i = digits.size(); round_up && i-- > 0;) {  // half up, carrying
-            if (digits[i] == '9') {
-                digits[i] = '0';
-                if (i == 0) digits.insert(0, 1, '1'), ++point;
-            } else {
-                ++digits[i];
-                break;
-            }
-        }
-        integer = digits.substr(0, static_cast<std::size_t>(point));
-        fraction = digits.substr(static_cast<std::size_t>(point));
-        const std::size_t nonzero = integer.find_first_not_of('0');
-        integer = nonzero == std::string::npos ? "0" : integer.substr(nonzero);
+    if (std::isnan(ratio)) {
+        out += "NaN";
+        return;
     }
-    return (ratio < 0 && (integer != "0" || fraction != "00") ? "-" : "") + integer + "." + fraction;
+    if (std::isinf(ratio)) {
+        out += ratio > 0 ? "Infinity" : "-Infinity";
+        return;
+    }
+    // Shortest digits in fixed notation, then half up at two decimals on those digits, carrying.
+    char digits[400];  // fixed notation of any double fits in 330 characters
+    char* end = std::to_chars(digits + 1, digits + sizeof digits, ratio < 0 ? -ratio : ratio, std::chars_format::fixed).ptr;
+    char* point = std::find(digits + 1, end, '.');
+    if (point == end) *end++ = '.';
+    while (end - point < 4) *end++ = '0';
+    const bool up = point[3] >= '5';
+    end = point + 3;
+    digits[0] = '0';  // room for a carry out of the first digit
+    for (char* at = end - 1; up && at >= digits; --at) {
+        if (*at == '.') continue;
+        if (*at != '9') {
+            ++*at;
+            break;
+        }
+        *at = '0';
+    }
+    char* first = digits[0] == '0' ? digits + 1 : digits;
+    if (ratio < 0 && std::any_of(first, end, [](char c) { return c != '0' && c != '.'; })) out += '-';
+    out.append(first, static_cast<std::size_t>(end - first));
+}
+inline std::string percent(Nanos part, Nanos whole) {
+    std::string out;
+    append_percent(out, part, whole);
+    return out;
 }
 
 // `decimals` fixed decimals, trailing zeros dropped: 12.50 -> "12.5".

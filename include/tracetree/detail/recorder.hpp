@@ -363,7 +363,7 @@ public:
     TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept {
         Arena* arena = tls_arena();
         if (arena == nullptr && (arena = join_thread()) == nullptr) return;
-        begin(*arena, &site, site.info.load(std::memory_order_relaxed));
+        begin(*arena, &site, site.info.load(std::memory_order_acquire));
     }
     // TRACETREE_SCOPE_DYNAMIC: the name is computed only when recording is on.
     template <class MakeName>
@@ -414,7 +414,7 @@ private:
 
     static const SiteInfo* find_dynamic(Arena& arena, Site& site, NameRef name) noexcept {
         const std::size_t size = name.size < arena.max_name_length ? name.size : arena.max_name_length;
-        const SiteInfo* origin = site.info.load(std::memory_order_relaxed);
+        const SiteInfo* origin = site.info.load(std::memory_order_acquire);
         const std::uint64_t hash = hash_bytes(name.data, size, reinterpret_cast<std::uintptr_t>(origin));
         for (std::uint32_t slot = static_cast<std::uint32_t>(hash) & arena.dynamic_mask;;
              slot = (slot + 1) & arena.dynamic_mask) {
@@ -523,7 +523,11 @@ template <class T>
 void record_value(Arena& arena, const char* name, const T& value) {
     using U = std::decay_t<T>;
     ValueWriter text;
-    if constexpr (std::is_same<U, bool>::value) {
+    if constexpr (std::is_array<T>::value) {  // a string literal: as the pointer it decays to
+        const std::remove_extent_t<T>* pointer = value;
+        record_value(arena, name, pointer);
+        return;
+    } else if constexpr (std::is_same<U, bool>::value) {
         text.append(value ? "true" : "false");
     } else if constexpr (std::is_same<U, char>::value) {
         text.quoted(&value, 1);

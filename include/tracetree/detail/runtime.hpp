@@ -107,7 +107,7 @@ inline std::string function_name(const char* signature) {
 struct Tree {
     Tree(std::uint32_t max_nodes, std::atomic<std::uint64_t>& budget_in_nodes)
         : capacity(max_nodes), chunk_table(new NodeRecord*[(max_nodes + kChunkMask) >> kChunkBits]()),
-          budget(budget_in_nodes) {}
+          budget(budget_in_nodes), slots(64, 0) {}
     ~Tree() {
         for (std::uint32_t i = 0; i < chunk_count; ++i) delete[] chunk_table[i];
         budget.fetch_sub(std::uint64_t{chunk_count} << kChunkBits);
@@ -123,7 +123,7 @@ struct Tree {
     std::uint32_t chunk_count = 0;
     std::atomic<std::uint64_t>& budget;  // the process-wide count of nodes allocated
     std::atomic<std::uint32_t> size{0};
-    std::vector<std::uint32_t> slots;  // owner only: the child index (Arena::find)
+    std::vector<std::uint32_t> slots;  // owner only: the child index (Arena::find); a power of two, never empty
     std::atomic<std::uint64_t> dropped_depth{0}, dropped_nodes{0};
     std::unordered_map<std::uint32_t, std::string> messages;  // throw nodes: what() of the last throw
     // TRACETREE_WATCH values by node, in captures that asked for them.
@@ -213,17 +213,20 @@ struct Capture {  // one invocation being recorded for trace sessions, on its ow
     NodeRecord* outer_cur = nullptr;
     std::uint32_t outer_cur_index = 0;
     std::uint32_t mask = 0;
-    std::vector<std::shared_ptr<SessionState>> sessions;
-    std::chrono::system_clock::time_point start;
-    std::uint8_t outer_values = 0;  // the arena's wish for values before this capture
+    std::vector<std::shared_ptr<SessionState>> sessions;  // kept after the capture: reused while the same
+    std::uint32_t sessions_epoch = 0;  // the thread's session copy `sessions` was taken from
+    std::uint64_t below = 0;           // fewer ticks than this are below every session's min_cost
+    bool values = false;               // a session wants TRACETREE_WATCH values
+    std::uint8_t outer_values = 0;     // the arena's wish for values before this capture
 };
 
 // A scope watched by stack, watch or monitor sessions, while it runs.
 struct Frame {
     const SiteInfo* site = nullptr;
     const NodeRecord* node = nullptr;
-    std::vector<std::shared_ptr<SessionState>> sessions;
-    std::chrono::system_clock::time_point start;
+    std::uint32_t mask = 0;
+    std::uint32_t sessions_epoch = 0;
+    std::vector<std::shared_ptr<SessionState>> sessions;  // kept after the scope: reused while the same
     std::vector<const SiteInfo*> chain;  // stack sessions: the open scopes at its start, innermost first
     std::vector<std::pair<std::string, std::string>> values;  // watch sessions: its TRACETREE_WATCH values
     std::uint8_t outer_values = 0;
@@ -430,7 +433,7 @@ public:
     void begin(Scope& scope, Arena& arena, Site* site, const SiteInfo* info) noexcept override {
         ThreadState& state = state_of(arena);
         const std::uint8_t flags = arena.flags.load(std::memory_order_relaxed);
-        apply_pending_reset(state);  // before a capture, which is folded into this tree later
+        if (state.reset_pending()) apply_pending_reset(state);  // before a capture, which is folded into this tree later
         std::uint8_t slow = 0;
         // A site never seen, with the tree full, is not interned (find_or_add drops it): nothing to watch.
         const bool known = info->interned || state.current->nodes() < state.current->capacity;
@@ -453,10 +456,12 @@ public:
             return;
         }
         if (framed != 0 && push_frame(state, arena, info, node, framed)) slow |= kFrame;
-        if (test_clock_.load(std::memory_order_relaxed) != nullptr) slow |= kFakeClock;
-        if (timeline_on_.load(std::memory_order_relaxed)) {
-            slow |= kTimelineSpan;
-            ++state.timeline_depth;
+        if ((flags & kSlow) != 0) {  // a test clock or the timeline
+            if (test_clock_.load(std::memory_order_relaxed) != nullptr) slow |= kFakeClock;
+            if (timeline_on_.load(std::memory_order_relaxed)) {
+                slow |= kTimelineSpan;
+                ++state.timeline_depth;
+            }
         }
         scope.node_ = node;
         scope.arena_ = &arena;
@@ -630,14 +635,23 @@ public:
 
     // ---- snapshots and control (any copy may run these: they only read and lock) ----
 
+    // Measured between the anchor and now, so it sharpens as the process runs; remeasured at most every
+    // 2^28 ticks (about 0.1 s), which keeps a clock read off every capture's end.
     double ns_per_tick() const noexcept {
         if (test_clock_.load(std::memory_order_relaxed) != nullptr) return 1.0;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        const std::uint64_t now_tick = ticks();
+        if (now_tick - ratio_tick_.load(std::memory_order_relaxed) < (std::uint64_t{1} << 28))
+            return ratio_.load(std::memory_order_relaxed);
         for (;;) {  // a window under 1 ms would make the ratio coarse: that only happens right at start-up
             const std::uint64_t tick = ticks();
             const std::int64_t ns = steady_ns();
-            if (ns - anchor_ns_ >= 1000000 && tick > anchor_tick_)
-                return static_cast<double>(ns - anchor_ns_) / static_cast<double>(tick - anchor_tick_);
+            if (ns - anchor_ns_ >= 1000000 && tick > anchor_tick_) {
+                const double ratio = static_cast<double>(ns - anchor_ns_) / static_cast<double>(tick - anchor_tick_);
+                ratio_.store(ratio, std::memory_order_relaxed);
+                ratio_tick_.store(tick, std::memory_order_relaxed);
+                return ratio;
+            }
         }
 #else
         return 1.0;
@@ -709,7 +723,7 @@ public:
                 throw std::invalid_argument("tracetree: " + std::string(field) + " must be between " + std::to_string(low) +
                                             " and " + std::to_string(high) + ", got " + std::to_string(value));
         };
-        check("max_depth", limits.max_depth, 1, 100000);
+        check("max_depth", limits.max_depth, 1, 4096);  // renderers and Node's destructor recurse per level
         check("max_nodes", limits.max_nodes, 16, 1u << 24);
         check("max_total_nodes", limits.max_total_nodes, 256, std::uint64_t{1} << 40);
         check("max_name_length", limits.max_name_length, 1, 65536);
@@ -734,11 +748,6 @@ public:
         if (Arena* arena = tls_arena()) return &state_of(*arena);
         Arena* arena = join_thread();
         return arena != nullptr ? &state_of(*arena) : nullptr;
-    }
-
-    std::uint32_t max_name_length() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return limits_.max_name_length;
     }
 
     void start_timeline(std::size_t max_spans) {
@@ -930,7 +939,9 @@ private:
 
     // The interned info of a site seen for the first time (stored in the site for its next calls).
     const SiteInfo* registered(Site* site, const SiteInfo* info) noexcept {
-        if (info->interned) return info;
+        return info->interned ? info : intern_site(site);
+    }
+    TRACETREE_DETAIL_COLD const SiteInfo* intern_site(Site* site) noexcept {
         try {
             const SiteInfo* made = intern(site->kind, site->kind == SiteKind::function ? function_name(site->text) : site->text,
                                           site->file, site->line, site);
@@ -986,12 +997,11 @@ private:
     }
     static void point_at(Arena& arena, const Tree& tree, std::uint32_t index) noexcept {
         arena.chunks = tree.chunk_table.get();
-        arena.slots = tree.slots.empty() ? &kNoSlot : tree.slots.data();
-        arena.slot_mask = tree.slots.empty() ? 0 : static_cast<std::uint32_t>(tree.slots.size() - 1);
+        arena.slots = tree.slots.data();
+        arena.slot_mask = static_cast<std::uint32_t>(tree.slots.size() - 1);
         arena.cur = tree.at(index);
         arena.cur_index = index;
     }
-    static constexpr std::uint32_t kNoSlot = 0;
 
     // A new child of `parent` in `tree` (the arena records into it); 0 when a limit is reached.
     std::uint32_t add_node(Arena& arena, Tree& tree, std::uint32_t parent_index, const SiteInfo* site) noexcept {
@@ -999,7 +1009,7 @@ private:
         if (index >= tree.capacity) return 0;
         if ((index >> kChunkBits) == tree.chunk_count && !grow(tree)) return 0;
         try {
-            if (2 * (index + 1) > tree.slots.size()) rehash(tree, tree.slots.empty() ? 64 : 2 * tree.slots.size());
+            if (2 * (index + 1) > tree.slots.size()) rehash(tree, 2 * tree.slots.size());
         } catch (...) {
             return 0;
         }
@@ -1077,6 +1087,9 @@ private:
     static void zero(Tree& tree) noexcept {
         for (std::uint32_t i = 0, n = tree.nodes(); i < n; ++i) {
             NodeRecord* node = tree.at(i);
+            if (node->count.load(std::memory_order_relaxed) == 0 && node->dropped.load(std::memory_order_relaxed) == 0 &&
+                node->throws.load(std::memory_order_relaxed) == 0)
+                continue;  // never touched since the last zeroing
             node->throws.store(0, std::memory_order_relaxed);
             node->dropped.store(0, std::memory_order_relaxed);
             node->count.store(0, std::memory_order_relaxed);
@@ -1089,7 +1102,7 @@ private:
     }
 
     void apply_pending_reset(ThreadState& state) noexcept {  // owner only
-        if (!state.reset_pending()) return;
+        if (!state.reset_pending()) return;  // (also checked by callers on their fast path)
         const std::uint32_t request = state.reset_requested.load();
         zero(*state.main);
         {
@@ -1134,6 +1147,9 @@ private:
         const std::uint64_t cached = site.watch.load(std::memory_order_acquire);
         epoch = static_cast<std::uint32_t>(cached >> 32);
         if (epoch == epoch_seen_.load(std::memory_order_acquire)) return static_cast<std::uint32_t>(cached);
+        return decide_watch(site, epoch);
+    }
+    TRACETREE_DETAIL_COLD std::uint32_t decide_watch(const SiteInfo& site, std::uint32_t& epoch) noexcept {
         std::shared_ptr<SessionState> watching[kMaxSessions];
         try {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -1161,7 +1177,9 @@ private:
 
     // The thread's copy of the sessions of `epoch`; false when the sessions have changed since.
     bool current_sessions(ThreadState& state, std::uint32_t epoch) noexcept {
-        if (state.sessions_epoch == epoch) return true;
+        return state.sessions_epoch == epoch || copy_sessions(state, epoch);
+    }
+    TRACETREE_DETAIL_COLD bool copy_sessions(ThreadState& state, std::uint32_t epoch) noexcept {
         std::lock_guard<std::mutex> lock(mutex_);
         if (epoch_ != epoch) return false;  // decided for sessions that are gone: not this call
         state.capture_mask = 0;
@@ -1174,20 +1192,32 @@ private:
     }
 
     // Starts recording this invocation into a capture tree of its own; false when it cannot.
-    bool start_capture(ThreadState& state, const SiteInfo* root, std::uint32_t mask) noexcept {
+    // Inlined into begin() and end() (with end_capture and fold): a watched invocation that ends
+    // cheaply pays for the capture's bookkeeping only, not for calls between its steps.
+    TRACETREE_DETAIL_INLINE bool start_capture(ThreadState& state, const SiteInfo* root, std::uint32_t mask) noexcept {
         try {
             if (state.capture_depth == state.captures.size()) state.captures.emplace_back();
             Capture& capture = state.captures[state.capture_depth];
-            bool values = false;
-            for (int i = 0; i < kMaxSessions; ++i) {
-                if ((mask & (1u << i)) == 0) continue;
-                capture.sessions.push_back(state.sessions[i]);
-                values = values || state.sessions[i]->with_values;
-            }
-            capture.tree = spare_tree(state, root);
-            if (!capture.tree) {
+            // The same sessions and root as this slot's last capture (a scope called in a loop): reuse
+            // what it kept, without touching reference counts or allocating.
+            if (capture.mask != mask || capture.sessions_epoch != state.sessions_epoch) {
                 capture.sessions.clear();
-                return false;
+                capture.values = false;
+                Nanos least = Nanos::max();
+                for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1) {
+                    capture.sessions.push_back(state.sessions[__builtin_ctz(rest)]);
+                    capture.values = capture.values || capture.sessions.back()->with_values;
+                    least = std::min(least, capture.sessions.back()->min_cost);
+                }
+                // In ticks, 2% short of it: the ratio of ticks to nanoseconds still sharpens at start-up.
+                capture.below = static_cast<std::uint64_t>(static_cast<double>(least.count()) * 0.98 / ns_per_tick());
+                capture.sessions_epoch = state.sessions_epoch;
+            }
+            const bool values = capture.values;
+            if (!capture.tree || capture.root != root) {
+                if (capture.tree) keep_spare(state, std::move(capture.tree));
+                capture.tree = spare_tree(state, root);
+                if (!capture.tree) return false;
             }
             Arena& arena = state.arena;
             capture.root = root;
@@ -1195,7 +1225,6 @@ private:
             capture.outer = state.current;
             capture.outer_cur = arena.cur;
             capture.outer_cur_index = arena.cur_index;
-            capture.start = std::chrono::system_clock::now();
             capture.outer_values = arena.values;
             ++state.capture_depth;
             state.capturing |= mask;
@@ -1217,16 +1246,19 @@ private:
             Frame& frame = state.frames[state.frame_depth];
             frame.site = site;
             frame.node = node;
-            frame.watch = frame.chain_wanted = false;
-            for (int i = 0; i < kMaxSessions; ++i) {
-                if ((mask & (1u << i)) == 0) continue;
-                const std::shared_ptr<SessionState>& session = state.sessions[i];
-                frame.sessions.push_back(session);
-                frame.watch = frame.watch || session->kind == SessionKind::watch;
-                frame.chain_wanted = frame.chain_wanted || session->kind == SessionKind::stack;
+            if (frame.mask != mask || frame.sessions_epoch != state.sessions_epoch) {
+                frame.sessions.clear();
+                frame.watch = frame.chain_wanted = false;
+                for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1) {
+                    const std::shared_ptr<SessionState>& session = state.sessions[__builtin_ctz(rest)];
+                    frame.sessions.push_back(session);
+                    frame.watch = frame.watch || session->kind == SessionKind::watch;
+                    frame.chain_wanted = frame.chain_wanted || session->kind == SessionKind::stack;
+                }
+                frame.mask = mask;
+                frame.sessions_epoch = state.sessions_epoch;
             }
             if (frame.chain_wanted) collect_chain(state, frame.chain);
-            frame.start = std::chrono::system_clock::now();
             frame.outer_values = arena.values;
             frame.outer_value_node = arena.value_node;
             if (frame.watch) {
@@ -1272,7 +1304,6 @@ private:
             } catch (...) {  // out of memory while delivering: this invocation is lost, the program goes on
             }
         }
-        frame.sessions.clear();
         frame.values.clear();
     }
 
@@ -1315,21 +1346,25 @@ private:
         if (number + 1 == session.limit) stop_session(session);
     }
 
-    void fill_header(ThreadState& state, std::chrono::system_clock::time_point start, std::string& thread_name,
-                     std::uint32_t& thread_id, std::vector<std::pair<std::string, std::string>>& fields) {
+    void fill_header(ThreadState& state, std::string& thread_name, std::uint32_t& thread_id,
+                     std::vector<std::pair<std::string, std::string>>& fields) {
         state.refresh_os_name();
         thread_name = state.thread_name();
         thread_id = state.id;
         fields = state.annotations;
-        (void)start;
+    }
+    // When an invocation that just ended after `cost` started, on the wall clock: read only for the
+    // invocations delivered.
+    static std::chrono::system_clock::time_point started(Nanos cost) {
+        return std::chrono::system_clock::now() - std::chrono::duration_cast<std::chrono::system_clock::duration>(cost);
     }
 
     void deliver_stack(ThreadState& state, SessionState& session, const Frame& frame, Nanos cost, bool threw) {
         std::uint64_t number = 0;
         if (cost < session.min_cost || !ticket(session, number)) return;
         StackTrace stack;
-        stack.start = frame.start;
-        fill_header(state, frame.start, stack.thread_name, stack.thread_id, stack.fields);
+        stack.start = started(cost);
+        fill_header(state, stack.thread_name, stack.thread_id, stack.fields);
         stack.cost = cost;
         stack.threw = threw;
         for (const SiteInfo* site : frame.chain) {
@@ -1343,8 +1378,8 @@ private:
         std::uint64_t number = 0;
         if (cost < session.min_cost || !ticket(session, number)) return;
         WatchEvent event;
-        event.start = frame.start;
-        fill_header(state, frame.start, event.thread_name, event.thread_id, event.fields);
+        event.start = started(cost);
+        fill_header(state, event.thread_name, event.thread_id, event.fields);
         const InternedSite& site = interned(frame.site);
         event.scope = site.name;
         event.file = site.file;
@@ -1398,8 +1433,16 @@ private:
             session.monitored.push_back(&site);
     }
 
+    static void keep_spare(ThreadState& state, std::unique_ptr<Tree> tree) noexcept {
+        try {
+            if (state.spare_trees.size() >= 8) state.spare_trees.erase(state.spare_trees.begin());  // frees its nodes
+            state.spare_trees.push_back(std::move(tree));
+        } catch (...) {  // out of memory: the tree is freed
+        }
+    }
+
     // A capture tree for `root`: the one used for it before (its nodes are still there, zeroed), or a
-    // new one. At most 8 are kept per thread.
+    // new one. At most 8 are kept per thread besides the captures' own.
     std::unique_ptr<Tree> spare_tree(ThreadState& state, const SiteInfo* root) {
         auto& spares = state.spare_trees;
         auto same = std::find_if(spares.begin(), spares.end(), [&](const std::unique_ptr<Tree>& tree) {
@@ -1416,7 +1459,8 @@ private:
         return tree;
     }
 
-    void end_capture(ThreadState& state, std::uint64_t elapsed, bool deliverable) noexcept {
+    // `elapsed`: the root scope's ticks. The capture's tree stays with its slot, zeroed, for the next one.
+    TRACETREE_DETAIL_INLINE void end_capture(ThreadState& state, std::uint64_t elapsed, bool deliverable) noexcept {
         Capture& capture = state.captures[--state.capture_depth];
         Arena& arena = state.arena;
         state.capturing &= ~capture.mask;
@@ -1426,9 +1470,10 @@ private:
         arena.values = capture.outer_values;
         Tree& tree = *capture.tree;
         try {
-            const Nanos cost = to_nanos(elapsed, ns_per_tick());
+            const Nanos cost = elapsed < capture.below ? Nanos(0) : to_nanos(elapsed, ns_per_tick());
             const bool wanted =
-                deliverable && std::any_of(capture.sessions.begin(), capture.sessions.end(), [&](const auto& session) {
+                deliverable && elapsed >= capture.below &&
+                std::any_of(capture.sessions.begin(), capture.sessions.end(), [&](const auto& session) {
                     return cost >= session->min_cost && session->reserved.load(std::memory_order_relaxed) < session->limit;
                 });
             if (wanted) {  // cheap invocations skip building values
@@ -1439,7 +1484,7 @@ private:
                 }
                 if (!roots.empty()) {
                     Trace trace;
-                    trace.start = capture.start;
+                    trace.start = started(cost);
                     trace.root = std::move(roots.front());
                     state.refresh_os_name();
                     trace.thread_name = state.thread_name();
@@ -1452,30 +1497,25 @@ private:
         }
         fold(arena, tree, *capture.outer, capture.outer_cur_index);
         zero(tree);
-        {
+        if (!tree.messages.empty() || !tree.values.empty()) {  // only this thread adds to them
             std::lock_guard<std::mutex> lock(state.mutex);
             tree.messages.clear();
             tree.values.clear();
-        }
-        capture.sessions.clear();
-        try {
-            if (state.spare_trees.size() >= 8) state.spare_trees.erase(state.spare_trees.begin());  // frees its nodes
-            state.spare_trees.push_back(std::move(capture.tree));
-        } catch (...) {
-            capture.tree.reset();
         }
     }
 
     // Adds a finished capture to the tree it was started from, as if it had been recorded there.
     // Each capture node remembers its counterpart, so a capture repeated at the same place costs a
     // pass over its nodes.
-    void fold(Arena& arena, Tree& from, Tree& into, std::uint32_t under) noexcept {
+    TRACETREE_DETAIL_INLINE void fold(Arena& arena, Tree& from, Tree& into, std::uint32_t under) noexcept {
         const std::uint32_t size = from.nodes();
-        try {
-            if (from.folded_tree != &into || from.folded_under != under) from.folded_into.clear();
-            from.folded_into.resize(size, 0);
-        } catch (...) {
-            return;  // out of memory: the capture's counts are lost from the profile
+        if (from.folded_tree != &into || from.folded_under != under) from.folded_into.clear();
+        if (from.folded_into.size() != size) {
+            try {
+                from.folded_into.resize(size, 0);
+            } catch (...) {
+                return;  // out of memory: the capture's counts are lost from the profile
+            }
         }
         from.folded_tree = &into;
         from.folded_under = under;
@@ -1497,12 +1537,12 @@ private:
             NodeRecord& target = *into.at(target_index);
             bump(target.count, count);
             bump(target.total, source.total.load(std::memory_order_relaxed));
-            bump_saturating(target.throws, source.throws.load(std::memory_order_relaxed));
-            bump_saturating(target.dropped, dropped);
-            target.min.store(std::min(target.min.load(std::memory_order_relaxed), source.min.load(std::memory_order_relaxed)),
-                             std::memory_order_relaxed);
-            target.max.store(std::max(target.max.load(std::memory_order_relaxed), source.max.load(std::memory_order_relaxed)),
-                             std::memory_order_relaxed);
+            if (const std::uint32_t throws = source.throws.load(std::memory_order_relaxed)) bump_saturating(target.throws, throws);
+            if (dropped != 0) bump_saturating(target.dropped, dropped);
+            const std::uint64_t min = source.min.load(std::memory_order_relaxed), max = source.max.load(std::memory_order_relaxed);
+            if (min < target.min.load(std::memory_order_relaxed)) target.min.store(min, std::memory_order_relaxed);
+            if (max > target.max.load(std::memory_order_relaxed)) target.max.store(max, std::memory_order_relaxed);
+            if (from.messages.empty()) continue;
             const auto message = from.messages.find(i);
             if (message != from.messages.end()) {
                 std::lock_guard<std::mutex> lock(state_of(arena).mutex);
@@ -1512,14 +1552,12 @@ private:
                 }
             }
         }
-        bump(into.dropped_depth, from.dropped_depth.load(std::memory_order_relaxed));
-        bump(into.dropped_nodes, from.dropped_nodes.load(std::memory_order_relaxed));
+        if (const std::uint64_t depth = from.dropped_depth.load(std::memory_order_relaxed)) bump(into.dropped_depth, depth);
+        if (const std::uint64_t nodes = from.dropped_nodes.load(std::memory_order_relaxed)) bump(into.dropped_nodes, nodes);
     }
     std::uint32_t into_child(Arena& arena, Tree& into, std::uint32_t parent, const SiteInfo* site) noexcept {
-        const std::uint32_t found =
-            into.slots.empty() ? 0
-                               : find_child(into.chunk_table.get(), into.slots.data(),
-                                            static_cast<std::uint32_t>(into.slots.size() - 1), parent, site);
+        const std::uint32_t found = find_child(into.chunk_table.get(), into.slots.data(),
+                                               static_cast<std::uint32_t>(into.slots.size() - 1), parent, site);
         return found != 0 ? found : add_node(arena, into, parent, site);
     }
     static std::uint32_t nearest_folded(const Tree& from, std::uint32_t index) noexcept {
@@ -1634,6 +1672,8 @@ private:
 
     const std::uint64_t anchor_tick_;  // ticks become nanoseconds against this, at snapshot time
     const std::int64_t anchor_ns_;
+    mutable std::atomic<double> ratio_{1.0};  // ns_per_tick(), as last measured
+    mutable std::atomic<std::uint64_t> ratio_tick_{0};
     std::atomic<ClockFunction> test_clock_{nullptr};
     std::atomic<bool> timeline_on_{false};
     std::atomic<std::size_t> timeline_limit_{65536};
@@ -1808,20 +1848,18 @@ inline void set_limits(const Limits& limits) { detail::runtime().set_limits(limi
 inline Limits limits() { return detail::runtime().limits(); }
 
 inline void set_thread_name(std::string_view name) {
-    detail::RuntimeImpl& runtime = detail::runtime();
-    detail::ThreadState* state = runtime.this_thread();
+    detail::ThreadState* state = detail::runtime().this_thread();
     if (state == nullptr) return;
-    const std::string cut(name.substr(0, runtime.max_name_length()));
+    const std::string cut(name.substr(0, state->arena.max_name_length));
     std::lock_guard<std::mutex> lock(state->mutex);
     state->name = cut;
     state->named = true;
 }
 
 inline void annotate(std::string_view key, std::string_view value) {
-    detail::RuntimeImpl& runtime = detail::runtime();
-    detail::ThreadState* state = runtime.this_thread();
+    detail::ThreadState* state = detail::runtime().this_thread();
     if (state == nullptr) return;
-    const std::size_t cut = runtime.max_name_length();
+    const std::size_t cut = state->arena.max_name_length;  // this thread's copy: no lock
     const std::string k(key.substr(0, cut));
     auto& fields = state->annotations;  // owner only
     auto same = std::find_if(fields.begin(), fields.end(), [&](const auto& field) { return field.first == k; });
@@ -1853,8 +1891,9 @@ inline void reset() { detail::runtime().reset(); }
 namespace detail {
 
 inline void check_limit(std::uint64_t limit, Nanos min_cost) {
-    if (limit < 1 || limit > 1000000)
-        throw std::invalid_argument("tracetree: limit must be between 1 and 1000000, got " + std::to_string(limit));
+    if (limit > 1000000)
+        throw std::invalid_argument("tracetree: limit must be between 1 and 1000000 (0: until stopped), got " +
+                                    std::to_string(limit));
     if (min_cost < Nanos(0)) throw std::invalid_argument("tracetree: min_cost must not be negative");
 }
 
@@ -1946,7 +1985,7 @@ inline TraceSession::TraceSession(const TraceRequest& request) {
     detail::check_limit(request.limit(), request.min_cost());
     state_ = detail::start(detail::SessionKind::trace, request, [&](detail::SessionState& s) {
         s.min_cost = request.min_cost();
-        s.limit = request.limit();
+        s.limit = request.limit() == 0 ? ~std::uint64_t{0} : request.limit();
         s.on_trace = request.on_trace();
         s.with_values = request.with_values();
     });
@@ -1956,7 +1995,7 @@ inline StackSession::StackSession(const StackRequest& request) {
     detail::check_limit(request.limit(), request.min_cost());
     state_ = detail::start(detail::SessionKind::stack, request, [&](detail::SessionState& s) {
         s.min_cost = request.min_cost();
-        s.limit = request.limit();
+        s.limit = request.limit() == 0 ? ~std::uint64_t{0} : request.limit();
     });
 }
 
@@ -1964,7 +2003,7 @@ inline WatchSession::WatchSession(const WatchRequest& request) {
     detail::check_limit(request.limit(), request.min_cost());
     state_ = detail::start(detail::SessionKind::watch, request, [&](detail::SessionState& s) {
         s.min_cost = request.min_cost();
-        s.limit = request.limit();
+        s.limit = request.limit() == 0 ? ~std::uint64_t{0} : request.limit();
         s.value_names = request.values();
     });
 }

@@ -1,8 +1,9 @@
-// Golden files: expected output checked in under tests/views/golden/. To regenerate after an
-// intended change, run the suite with TRACETREE_UPDATE_GOLDEN=1 (each compare then rewrites its file
-// and passes) and review `git diff tests/views/golden`.
-#ifndef TRACETREE_TESTS_VIEWS_GOLDEN_HPP
-#define TRACETREE_TESTS_VIEWS_GOLDEN_HPP
+// Golden files: expected output checked in under tests/golden/ (the core's text) and
+// tests/views/golden/ (the views). To regenerate after an intended change, run the suite with
+// TRACETREE_UPDATE_GOLDEN=1 (each compare then rewrites its file and passes) and review
+// `git diff tests/golden tests/views/golden`.
+#ifndef TRACETREE_TESTS_GOLDEN_HPP
+#define TRACETREE_TESTS_GOLDEN_HPP
 
 #include <doctest/doctest.h>
 
@@ -11,13 +12,13 @@
 #include <sstream>
 #include <string>
 
-#ifndef TRACETREE_VIEWS_GOLDEN_DIR
+#ifndef TRACETREE_GOLDEN_DIR
 #error "the build passes the golden directory"
 #endif
 
 namespace golden {
 
-inline std::string path(const std::string& name) { return std::string(TRACETREE_VIEWS_GOLDEN_DIR) + "/" + name; }
+inline std::string path(const std::string& name) { return std::string(TRACETREE_GOLDEN_DIR) + "/" + name; }
 
 inline std::string read(const std::string& name) {
     std::ifstream in(path(name), std::ios::binary);
@@ -38,4 +39,4 @@ inline void compare(const std::string& name, const std::string& actual) {
 
 }  // namespace golden
 
-#endif  // TRACETREE_TESTS_VIEWS_GOLDEN_HPP
+#endif  // TRACETREE_TESTS_GOLDEN_HPP
