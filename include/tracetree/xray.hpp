@@ -387,10 +387,13 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
 
 [[clang::xray_never_instrument]] inline void xray_event(std::int32_t id, XRayEntryType type) noexcept {
     const auto cfa = reinterpret_cast<std::uintptr_t>(__builtin_dwarf_cfa());
+    const XRayTable& table = g_xray_table;
+    // An idle function's events come while a large set is patched all at once (every function is,
+    // until the idle ones go back): dropped before the thread joins or publishes anything.
+    if (id <= 0 || id > table.max_id || table.states[id].load(std::memory_order_relaxed) == kXRayIdle) return;
     XRayThread* thread = xray_thread();
     if (thread == nullptr && (thread = xray_join()) == nullptr) return;
-    const XRayTable& table = g_xray_table;
-    if (thread->inside || id <= 0 || id > table.max_id) return;
+    if (thread->inside) return;
     thread->inside = true;
     switch (type) {
     case XRayEntryType::ENTRY:
@@ -535,6 +538,26 @@ inline void xray_install_locked(XRayState& state) {
     }
 }
 
+// While this thread holds the state's lock, its own XRay events are not recorded: they could end a
+// scope, and through it a capture, that runs the listener which takes the lock again. (While a large
+// set is patched all at once, the standard library's functions this thread calls are patched too.)
+class XRayQuiet {
+public:
+    XRayQuiet() noexcept
+        : thread_(xray_thread() != nullptr ? xray_thread() : xray_join()), was_(thread_ != nullptr && thread_->inside) {
+        if (thread_ != nullptr) thread_->inside = true;
+    }
+    ~XRayQuiet() {
+        if (thread_ != nullptr) thread_->inside = was_;
+    }
+    XRayQuiet(const XRayQuiet&) = delete;
+    XRayQuiet& operator=(const XRayQuiet&) = delete;
+
+private:
+    XRayThread* const thread_;
+    const bool was_;
+};
+
 // Patches what the running sessions want now; what they no longer want drains.
 inline void xray_update_locked(XRayState& state) {
     xray_install_locked(state);
@@ -572,6 +595,7 @@ inline void xray_update_locked(XRayState& state) {
 
 inline void xray_update() {
     XRayState& state = xray_state();
+    const XRayQuiet quiet;
     std::lock_guard<std::mutex> lock(state.mutex);
     xray_update_locked(state);
 }
@@ -601,6 +625,7 @@ inline const bool g_xray_listening = [] {
 
 inline void xray::install() {
     detail::XRayState& state = detail::xray_state();
+    const detail::XRayQuiet quiet;
     std::lock_guard<std::mutex> lock(state.mutex);
     detail::xray_install_locked(state);
 }
@@ -642,6 +667,7 @@ inline std::vector<xray::Function> xray::functions() {
 inline void xray::set_callees(std::string_view pattern, PatternSyntax syntax) {
     Pattern callees(pattern, syntax);
     detail::XRayState& state = detail::xray_state();
+    const detail::XRayQuiet quiet;
     std::lock_guard<std::mutex> lock(state.mutex);
     state.callees = std::move(callees);
     if (state.installed) detail::xray_update_locked(state);
