@@ -9,7 +9,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -41,7 +40,9 @@ std::uintptr_t address_of(int (*function)(int)) { return reinterpret_cast<std::u
 
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
+    std::ostringstream bytes;  // in bulk: a character at a time takes seconds at -O0 under ASan
+    bytes << in.rdbuf();
+    return bytes.str();
 }
 
 // A file of its own for one test, removed at the end.
