@@ -33,7 +33,7 @@ bool enabled() noexcept;
 struct Limits {
     std::uint32_t max_depth = 256;        // nesting recorded per thread, 1 ..= 4096 (applies at once)
     std::uint32_t max_nodes = 65536;      // call-tree nodes per thread, 16 ..= 16777216 (trees started later)
-    std::uint64_t max_total_nodes = 1u << 22;  // nodes of all threads together (64 bytes each), >= 256
+    std::uint64_t max_total_nodes = 1u << 22;  // nodes of all live threads (64 bytes each), and apart of all exited ones, >= 256
     std::uint32_t max_name_length = 1024;      // run-time names and annotations are cut here, 1 ..= 65536
     std::uint64_t max_name_bytes = 16u << 20;  // memory held by distinct run-time names, all threads, >= 1024
     std::uint32_t max_exited_threads = 256;    // exited threads kept apart (by name); the rest fold into one

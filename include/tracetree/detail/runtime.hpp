@@ -703,6 +703,7 @@ public:
             state->arena.depth_limit.store(0);  // the owner clears its tree at its next scope
         }
         exited_.clear();
+        exited_nodes_ = 0;
         ++resets_;
     }
 
@@ -1618,8 +1619,54 @@ private:
         } catch (...) {
         }
     }
-    // Exited threads fold by name; past the limit, into one entry for all the others.
+    // Exited threads fold by name; past the limit, into one entry for all the others. Together they keep
+    // at most max_total_nodes nodes: what an entry cannot keep is counted as not recorded.
     void fold_exited(ThreadProfile profile) {
+        ThreadProfile& entry = exited_entry(std::move(profile));
+        std::uint64_t nodes = count_nodes(entry.roots);
+        const std::uint64_t limit = limits_.max_total_nodes;
+        if (exited_nodes_ + nodes > limit) {
+            entry.dropped_nodes += prune(entry.roots, limit > exited_nodes_ ? limit - exited_nodes_ : 0);
+            nodes = count_nodes(entry.roots);
+        }
+        exited_nodes_ += nodes;
+    }
+    static std::uint64_t count_nodes(const std::vector<Node>& nodes) noexcept {
+        std::uint64_t count = nodes.size();
+        for (const Node& node : nodes) count += count_nodes(node.children);
+        return count;
+    }
+    // Keeps nodes breadth first while `budget` lasts; a child cut is a call of its parent not recorded
+    // (Node::dropped). Returns the calls cut (a root cut has no parent: the entry's dropped_nodes).
+    static std::uint64_t prune(std::vector<Node>& roots, std::uint64_t budget) {
+        std::uint64_t kept = 0, cut = 0;
+        while (roots.size() > budget) {
+            cut += roots.back().count;
+            roots.pop_back();
+        }
+        kept = roots.size();
+        std::vector<Node*> level, next;
+        for (Node& root : roots) level.push_back(&root);
+        while (!level.empty()) {
+            next.clear();
+            for (Node* node : level) {
+                std::size_t keep = 0;
+                while (keep < node->children.size() && kept < budget) ++keep, ++kept;
+                for (std::size_t i = keep; i < node->children.size(); ++i) {
+                    node->dropped += node->children[i].count;
+                    cut += node->children[i].count;  // counted in the entry too, as the node limit counts them
+                }
+                if (keep < node->children.size()) {
+                    node->children.resize(keep);
+                    node->children.shrink_to_fit();
+                }
+                for (Node& child : node->children) next.push_back(&child);
+            }
+            level.swap(next);
+        }
+        return cut;
+    }
+    ThreadProfile& exited_entry(ThreadProfile profile) {
         auto same = std::find_if(exited_.begin(), exited_.end(),
                                  [&](const ThreadProfile& t) { return t.thread_name == profile.thread_name; });
         if (same == exited_.end() && exited_.size() >= limits_.max_exited_threads) {
@@ -1634,12 +1681,14 @@ private:
         }
         if (same == exited_.end()) {
             exited_.push_back(std::move(profile));
-            return;
+            return exited_.back();
         }
+        exited_nodes_ -= count_nodes(same->roots);
         for (const Node& root : profile.roots) merge_into(same->roots, root);
         same->dropped_depth += profile.dropped_depth;
         same->dropped_nodes += profile.dropped_nodes;
         same->exited_threads += profile.exited_threads;
+        return *same;
     }
     void fold_exited(ThreadTimeline timeline) {
         auto same = std::find_if(exited_timelines_.begin(), exited_timelines_.end(),
@@ -1703,6 +1752,7 @@ private:
     std::vector<std::shared_ptr<ThreadState>> live_;
     std::deque<std::shared_ptr<ThreadState>> retired_;
     std::vector<ThreadProfile> exited_;
+    std::uint64_t exited_nodes_ = 0;  // in exited_, at most max_total_nodes
     std::vector<ThreadTimeline> exited_timelines_;
 
     std::mutex listeners_mutex_;  // taken before mutex_ (a listener asks for running_sessions())
