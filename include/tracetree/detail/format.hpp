@@ -9,7 +9,7 @@
 #include <algorithm> // std::find
 #include <charconv>  // std::to_chars: shortest round-trip digits
 #include <chrono>
-#include <cmath>     // std::signbit, std::isnan, std::isinf
+#include <cmath>     // std::signbit, std::isnan, std::isinf, std::floor
 #include <cstdint>
 #include <cstdio>    // std::snprintf
 #include <ctime>     // localtime_r/gmtime_r
@@ -60,9 +60,41 @@ inline std::string java_double(double value) {
     return out;
 }
 
-// Nanoseconds as milliseconds, as Arthas prints them: Java's Double.toString of ns / 1e6.
+// Nanoseconds as milliseconds, as Arthas prints them: Java's Double.toString of ns / 1e6. Below 1e15
+// ns (11 days) the double's shortest digits are the decimal digits of ns, since two decimals of at
+// most 15 significant digits never round to the same double: printed from the integer, without
+// to_chars (the renderers' hottest number).
 inline void append_java_millis(std::string& out, Nanos duration) {
-    append_java_double(out, static_cast<double>(duration.count()) / 1000000.0);
+    const std::int64_t ns = duration.count();
+    const std::uint64_t magnitude = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+    if (magnitude == 0 || magnitude >= 1000000000000000u) {
+        append_java_double(out, static_cast<double>(ns) / 1000000.0);
+        return;
+    }
+    char digits[16];
+    int count = 0;
+    for (std::uint64_t rest = magnitude; rest != 0; rest /= 10) digits[15 - count++] = static_cast<char>('0' + rest % 10);
+    const char* first = digits + 16 - count;
+    if (ns < 0) out += '-';
+    if (magnitude >= 1000 && magnitude < 10000000000000u) {  // 1e-3 ms ..< 1e7 ms: plain
+        const int whole = count > 6 ? count - 6 : 0;
+        if (whole == 0) out += '0';
+        else out.append(first, static_cast<std::size_t>(whole));
+        out += '.';
+        int last = count;  // the fraction without its trailing zeros, at least one digit
+        while (last > whole + 1 && first[last - 1] == '0') --last;
+        for (int i = count; i < 6; ++i) out += '0';  // leading zeros of the fraction
+        out.append(first + whole, static_cast<std::size_t>(last - whole));
+        return;
+    }
+    int last = count;  // scientific: d.ddd, trailing zeros dropped, then E and the exponent
+    while (last > 1 && first[last - 1] == '0') --last;
+    out += first[0];
+    out += '.';
+    if (last == 1) out += '0';
+    else out.append(first + 1, static_cast<std::size_t>(last - 1));
+    out += 'E';
+    out += std::to_string(count - 7);
 }
 inline std::string java_millis(Nanos duration) { return java_double(static_cast<double>(duration.count()) / 1000000.0); }
 
@@ -78,6 +110,20 @@ inline void append_percent(std::string& out, Nanos part, Nanos whole) {
     if (std::isinf(ratio)) {
         out += ratio > 0 ? "Infinity" : "-Infinity";
         return;
+    }
+    // Away from a tie (xx.xx5 within 1e-7), the shortest digits and the double itself round alike:
+    // the hundredths straight from the double, without to_chars (the renderers print one per line).
+    const double hundredths = ratio * 100.0;
+    if (hundredths >= 0 && hundredths < 1e12) {
+        const double below = std::floor(hundredths);
+        if (std::fabs(hundredths - below - 0.5) > 1e-7) {
+            const auto rounded = static_cast<std::uint64_t>(hundredths - below > 0.5 ? below + 1 : below);
+            out += std::to_string(rounded / 100);
+            out += '.';
+            out += static_cast<char>('0' + rounded % 100 / 10);
+            out += static_cast<char>('0' + rounded % 10);
+            return;
+        }
     }
     // Shortest digits in fixed notation, then half up at two decimals on those digits, carrying.
     char digits[400];  // fixed notation of any double fits in 330 characters

@@ -319,7 +319,7 @@ struct SessionState {
     Nanos interval{0};                     // monitor
 
     std::atomic<std::uint64_t> reserved{0};
-    int slot = -1;  // guarded by the runtime's mutex
+    std::atomic<int> slot{-1};  // written under the runtime's mutex; monitors read it while counting
 
     std::mutex mutex;
     std::condition_variable changed;
@@ -574,7 +574,7 @@ public:
             while (free < kMaxSessions && sessions_[free]) ++free;
             if (free == kMaxSessions) throw std::invalid_argument("tracetree: too many sessions (at most 32 at once)");
             sessions_[free] = session;
-            session->slot = free;
+            session->slot.store(free, std::memory_order_relaxed);
             session->interval_start = std::chrono::steady_clock::now();
             session->interval_wall_start = std::chrono::system_clock::now();
             sessions_changed_locked();
@@ -585,9 +585,10 @@ public:
     virtual void stop_session(SessionState& session) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            if (session.slot < 0 || sessions_[session.slot].get() != &session) return;
-            sessions_[session.slot].reset();
-            session.slot = -1;
+            const int slot = session.slot.load(std::memory_order_relaxed);
+            if (slot < 0 || sessions_[slot].get() != &session) return;
+            sessions_[slot].reset();
+            session.slot.store(-1, std::memory_order_relaxed);
             sessions_changed_locked();
         }
         notify_listeners();
@@ -1401,8 +1402,9 @@ private:
 
     static void count_call(SessionState& session, const SiteInfo* site, std::uint64_t elapsed, bool threw) noexcept {
         MonitorCells* cells = interned(site).monitors.load(std::memory_order_acquire);
-        if (cells == nullptr || session.slot < 0) return;
-        MonitorCell& cell = cells->cells[session.slot];
+        const int slot = session.slot.load(std::memory_order_relaxed);
+        if (cells == nullptr || slot < 0) return;
+        MonitorCell& cell = cells->cells[slot];
         if (cell.owner.load(std::memory_order_relaxed) != &session) return;
         cell.calls.fetch_add(1, std::memory_order_relaxed);
         if (threw) cell.failed.fetch_add(1, std::memory_order_relaxed);
@@ -1425,8 +1427,9 @@ private:
             if (holder.compare_exchange_strong(cells, made.get(), std::memory_order_acq_rel)) cells = made.release();
         }
         std::lock_guard<std::mutex> lock(session.mutex);
-        if (session.slot < 0) return;
-        MonitorCell& cell = cells->cells[session.slot];
+        const int slot = session.slot.load(std::memory_order_relaxed);
+        if (slot < 0) return;
+        MonitorCell& cell = cells->cells[slot];
         if (cell.owner.load() != &session) {
             cell.calls.store(0);
             cell.failed.store(0);
@@ -2107,8 +2110,9 @@ inline std::optional<MonitorInterval> Monitor::next() {
     for (const detail::SiteInfo* info : s.monitored) {
         const detail::InternedSite& site = detail::interned(info);
         detail::MonitorCells* cells = site.monitors.load(std::memory_order_acquire);
-        if (cells == nullptr || s.slot < 0) continue;
-        detail::MonitorCell& cell = cells->cells[s.slot];
+        const int slot = s.slot.load(std::memory_order_relaxed);
+        if (cells == nullptr || slot < 0) continue;
+        detail::MonitorCell& cell = cells->cells[slot];
         if (cell.owner.load() != &s) continue;
         MonitorRow row;
         row.calls = cell.calls.exchange(0, std::memory_order_relaxed);
