@@ -9,6 +9,19 @@
 #include <cstdint>
 #include <string>
 
+// What AddressSanitizer changes: its own __cxa_throw takes precedence (no throw nodes), and its
+// allocator takes no lock around fork() (a child forked while another thread is in malloc can hang).
+#if defined(__SANITIZE_ADDRESS__)
+#define TRACETREE_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TRACETREE_TEST_ASAN 1
+#endif
+#endif
+#ifndef TRACETREE_TEST_ASAN
+#define TRACETREE_TEST_ASAN 0
+#endif
+
 namespace test {
 
 using namespace std::chrono_literals;

@@ -399,21 +399,7 @@ void calls(int how) {
 }
 }  // namespace thrower
 
-// ASan has its own __cxa_throw (it unpoisons the stack there), which a program's definition does not
-// replace: under ASan throws are not seen (README, limitations).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kThrowsSeen = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kThrowsSeen = false;
-#else
-constexpr bool kThrowsSeen = true;
-#endif
-#else
-constexpr bool kThrowsSeen = true;
-#endif
-
-TEST_CASE("a throw is a node under the innermost open scope: type, line, what(), folded by site" * doctest::skip(!kThrowsSeen)) {
+TEST_CASE("a throw is a node under the innermost open scope: type, line, what(), folded by site" * doctest::skip(TRACETREE_TEST_ASAN)) {  // support.hpp
     FakeClock clock;
     for (int i = 0; i < 3; ++i) thrower::calls(0);
     thrower::calls(1);

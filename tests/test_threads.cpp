@@ -133,7 +133,7 @@ TEST_CASE("the timeline keeps the first spans of each thread and counts the rest
 #include <sys/wait.h>
 #include <unistd.h>
 
-TEST_CASE("fork() while another thread holds the registry: the child keeps recording") {
+TEST_CASE("fork() while another thread holds the registry: the child keeps recording" * doctest::skip(TRACETREE_TEST_ASAN)) {  // support.hpp
     FakeClock clock;
     std::atomic<bool> stop{false};
     std::thread busy([&] {  // takes the registry lock over and over
