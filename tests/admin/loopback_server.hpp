@@ -133,7 +133,7 @@ private:
         watcher.join();
         ::close(done[0]);
 
-        std::string out = "HTTP/1.1 " + std::to_string(response.status) + " " + reason(response.status) + "\r\nContent-Type: " +
+        std::string out = "HTTP/1.1 " + std::to_string(response.status) + " " + tracetree::detail::admin::status_text(response.status) + "\r\nContent-Type: " +
                           response.content_type + "\r\nContent-Length: " + std::to_string(response.body.size()) +
                           "\r\nConnection: close\r\n";
         for (const auto& extra : response.headers) out += extra.first + ": " + extra.second + "\r\n";
@@ -151,20 +151,6 @@ private:
         open_.erase(fd);
         ::shutdown(fd, SHUT_WR);
         ::close(fd);
-    }
-
-    static const char* reason(int status) {
-        switch (status) {
-        case 200: return "OK";
-        case 400: return "Bad Request";
-        case 401: return "Unauthorized";
-        case 403: return "Forbidden";
-        case 404: return "Not Found";
-        case 405: return "Method Not Allowed";
-        case 409: return "Conflict";
-        case 503: return "Service Unavailable";
-        default: return "Status";
-        }
     }
 
     tracetree::AdminHandler& handler_;
