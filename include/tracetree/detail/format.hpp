@@ -96,7 +96,11 @@ inline void append_java_millis(std::string& out, Nanos duration) {
     out += 'E';
     out += std::to_string(count - 7);
 }
-inline std::string java_millis(Nanos duration) { return java_double(static_cast<double>(duration.count()) / 1000000.0); }
+inline std::string java_millis(Nanos duration) {
+    std::string out;
+    append_java_millis(out, duration);
+    return out;
+}
 
 // part/whole as Arthas prints it, appended to `out`: Java's String.format("%.2f", part * 100.0 / whole),
 // which rounds half up the shortest decimal digits of that double (97.695 -> "97.70", though the
