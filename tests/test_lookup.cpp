@@ -229,3 +229,140 @@ TEST_CASE("run-time names are compared by every byte: NUL bytes included, in any
         CHECK(node->count == calls[static_cast<std::size_t>(i)]);
     }
 }
+
+// A run-time name remembers its node under the parent it was last called from (Arena::enter of a
+// DynamicEntry). These tests move it between parents, trees and limits, and count every call.
+namespace {
+void named_a(const std::string& name) { TRACETREE_SCOPE_DYNAMIC(name); }
+constexpr std::uint32_t kLineA = __LINE__ - 1;
+void named_b(const std::string& name) { TRACETREE_SCOPE_DYNAMIC(name); }
+constexpr std::uint32_t kLineB = __LINE__ - 1;
+
+const tracetree::Node* child_at(const std::vector<tracetree::Node>& nodes, const std::string& name, std::uint32_t line) {
+    for (const tracetree::Node& node : nodes)
+        if (node.name == name && node.line == line) return &node;
+    return nullptr;
+}
+}  // namespace
+
+TEST_CASE("a run-time name counts on its own node under each parent, from each call site, whatever the order") {
+    std::vector<std::string> names;
+    for (int i = 0; i < 12; ++i) names.push_back("n" + std::to_string(i));  // compared in the table entry
+    for (int i = 0; i < 12; ++i)  // the same first 24 bytes, then different: compared at the interned name too
+        names.push_back("/a/long/shared/prefix/of/24+/bytes/" + std::to_string(i));
+    Sites parents("parent ", 3);
+    constexpr std::size_t kNames = 24;
+    // calls[parent][site][name]
+    std::vector<std::vector<std::vector<std::uint64_t>>> calls(3, std::vector<std::vector<std::uint64_t>>(2, std::vector<std::uint64_t>(kNames, 0)));
+    std::mt19937 random(77);
+    const auto thread = recorded_by("lookup-moving-names", [&] {
+        for (int call = 0; call < 20000; ++call) {
+            // Runs of one parent and of one name, as loops make them, and jumps between them.
+            const auto parent = static_cast<std::size_t>(random() % 8 == 0 ? random() % 3 : (call / 7) % 3);
+            const auto site = static_cast<std::size_t>(random() % 2);
+            const auto name = static_cast<std::size_t>(random() % 4 == 0 ? random() % kNames : (call / 3) % kNames);
+            const tracetree::detail::Scope scope(parents[static_cast<int>(parent)]);
+            (site == 0 ? named_a : named_b)(names[name]);
+            ++calls[parent][site][name];
+        }
+    });
+    REQUIRE(thread.roots.size() == 3);
+    for (std::size_t p = 0; p < 3; ++p) {
+        const tracetree::Node* parent = child_named(thread.roots, parents.names[p]);
+        REQUIRE(parent != nullptr);
+        std::size_t called = 0;
+        for (std::size_t s = 0; s < 2; ++s)
+            for (std::size_t n = 0; n < kNames; ++n) {
+                if (calls[p][s][n] == 0) continue;
+                ++called;
+                const tracetree::Node* node = child_at(parent->children, names[n], s == 0 ? kLineA : kLineB);
+                INFO("parent ", p, " site ", s, " name ", names[n]);
+                REQUIRE(node != nullptr);
+                CHECK(node->count == calls[p][s][n]);
+            }
+        CHECK(parent->children.size() == called);
+    }
+}
+
+TEST_CASE("a run-time name counts in a watched invocation's trace and in the profile, in and out of it") {
+    Sites roots("watched root", 1), plain("plain root", 1);
+    const std::string hot = "GET /hot", cold = "GET /cold";
+    constexpr int kInvocations = 40;
+    tracetree::TraceRequest request("watched root0");
+    request.min_cost(std::chrono::nanoseconds(0)).limit(kInvocations);
+    tracetree::TraceSession session(request);
+    const auto thread = recorded_by("lookup-watched-names", [&] {
+        for (int i = 0; i < kInvocations; ++i) {
+            {
+                // The names' nodes in the thread's own tree, in the other order: other indices.
+                const tracetree::detail::Scope scope(plain[0]);
+                named_a(cold);
+                named_a(hot);
+            }
+            const tracetree::detail::Scope scope(roots[0]);  // the same names, in the capture's tree
+            for (int k = 0; k <= i % 3; ++k) named_a(hot);
+            named_a(cold);
+        }
+    });
+    const std::vector<tracetree::Trace> traces = session.collect(std::chrono::seconds(10));
+    REQUIRE(traces.size() == kInvocations);
+    for (int i = 0; i < kInvocations; ++i) {
+        const tracetree::Node& root = traces[static_cast<std::size_t>(i)].root;
+        INFO("invocation ", i);
+        REQUIRE(root.children.size() == 2);
+        CHECK(root.children[0].name == hot);
+        CHECK(root.children[0].count == static_cast<std::uint64_t>(i % 3 + 1));
+        CHECK(root.children[1].name == cold);
+        CHECK(root.children[1].count == 1);
+    }
+    const tracetree::Node* outside = child_named(thread.roots, plain.names[0]);
+    const tracetree::Node* inside = child_named(thread.roots, roots.names[0]);
+    REQUIRE(outside != nullptr);
+    REQUIRE(inside != nullptr);
+    REQUIRE(outside->children.size() == 2);
+    CHECK(outside->children[0].count == kInvocations);
+    CHECK(outside->children[1].count == kInvocations);
+    REQUIRE(inside->children.size() == 2);
+    CHECK(inside->children[0].count == 14 * 1 + 13 * 2 + 13 * 3);  // i % 3 + 1 over 40 invocations
+    CHECK(inside->children[1].count == kInvocations);
+}
+
+TEST_CASE("a run-time name's remembered node obeys the depth limit and a reset") {
+    Sites chain("depth ", 2);
+    const tracetree::Limits saved = tracetree::limits();
+    tracetree::ThreadProfile before_reset;
+    const auto thread = recorded_by("lookup-limited-names", [&] {
+        const auto call = [&] {
+            const tracetree::detail::Scope outer(chain[0]);
+            const tracetree::detail::Scope inner(chain[1]);
+            named_a("deep");  // at depth 3
+        };
+        for (int i = 0; i < 5; ++i) call();
+        tracetree::Limits shallow = saved;
+        shallow.max_depth = 2;  // applies at once: "deep" is not recorded, though its node exists
+        tracetree::set_limits(shallow);
+        for (int i = 0; i < 4; ++i) call();
+        tracetree::set_limits(saved);
+        const tracetree::Profile profile = tracetree::profile();
+        if (const tracetree::ThreadProfile* mine = find_thread(profile, "lookup-limited-names")) before_reset = *mine;
+        tracetree::reset();  // applies at this thread's next scope: the counts start again
+        for (int i = 0; i < 3; ++i) call();
+    });
+    REQUIRE(before_reset.roots.size() == 1);
+    REQUIRE(before_reset.roots[0].children.size() == 1);
+    const tracetree::Node& limited = before_reset.roots[0].children[0];
+    CHECK(limited.count == 9);
+    CHECK(limited.dropped == 4);
+    REQUIRE(limited.children.size() == 1);
+    CHECK(limited.children[0].count == 5);
+
+    REQUIRE(thread.roots.size() == 1);
+    const tracetree::Node& outer = thread.roots[0];
+    REQUIRE(outer.children.size() == 1);
+    const tracetree::Node& inner = outer.children[0];
+    CHECK(inner.count == 3);
+    CHECK(inner.dropped == 0);
+    REQUIRE(inner.children.size() == 1);
+    CHECK(inner.children[0].name == "deep");
+    CHECK(inner.children[0].count == 3);
+}

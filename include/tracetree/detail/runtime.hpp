@@ -138,17 +138,39 @@ struct Tree {
 // nothing finished below them (zeroed by a reset, or entered and still running) are left out.
 // Counters are read while the owner writes them: totals are clamped so that a parent is never below
 // its children, and min never above max.
+//
+// Each Node is made once, in its parent's `children`, reserved to size from the counters first: no
+// Node is moved, and no scratch copy of the tree is allocated (fresh memory costs a page fault per
+// page, which at 200 bytes a Node was most of a snapshot's time).
 inline std::vector<Node> to_values(const Tree& tree, double ratio,
                                    const std::unordered_map<std::uint32_t, std::string>* messages,
                                    const decltype(Tree::values)* values = nullptr) {
     const std::uint32_t size = tree.nodes();
-    std::vector<Node> nodes(size);
-    std::vector<std::uint32_t> parents(size, 0), kept_children(size, 0);
-    std::vector<bool> keep(size, false);
+    if (size == 0) return {};
+    // Pass 1, from the counters: which nodes are kept, and each node's kept children, in index order
+    // (children have larger indices than their parents; siblings are numbered in order of first call).
+    std::vector<std::uint32_t> parents(size, 0), kept(size, 0);
+    std::vector<std::uint8_t> keep(size, 0);
     for (std::uint32_t i = 1; i < size; ++i) {
         const NodeRecord& record = *tree.at(i);
+        parents[i] = record.parent;
+        keep[i] = record.count.load(std::memory_order_relaxed) != 0 || record.dropped.load(std::memory_order_relaxed) != 0;
+    }
+    for (std::uint32_t i = size; i-- > 1;) {
+        if (keep[i] == 0) continue;
+        keep[parents[i]] = 1;
+        ++kept[parents[i]];
+    }
+    std::vector<std::uint32_t> end(size, 0), order;  // node p's kept children: order[end[p] - kept[p] .. end[p])
+    for (std::uint32_t i = 0, at = 0; i < size; ++i) end[i] = at, at += kept[i];
+    order.resize(size);
+    for (std::uint32_t i = 1; i < size; ++i)
+        if (keep[i] != 0) order[end[parents[i]]++] = i;
+
+    // Pass 2, depth first: a node's values, then its children's, then its total clamped to theirs.
+    const auto fill = [&](Node& node, std::uint32_t i) {
+        const NodeRecord& record = *tree.at(i);
         const InternedSite& site = interned(record.site);
-        Node& node = nodes[i];
         node.kind = site.kind == SiteKind::thrown ? NodeKind::thrown : NodeKind::call;
         node.name = site.name;
         node.file = site.file;
@@ -169,30 +191,34 @@ inline std::vector<Node> to_values(const Tree& tree, double ratio,
             const auto watched = values->find(i);
             if (watched != values->end()) node.values = watched->second;
         }
-        parents[i] = record.parent;
-        keep[i] = node.count != 0 || node.dropped != 0;
-    }
-    for (std::uint32_t i = size; i-- > 1;) {  // children have larger indices than their parents
-        if (!keep[i]) continue;
-        keep[parents[i]] = true;
-        ++kept_children[parents[i]];
-    }
+    };
+    struct Open {
+        Node* node;
+        std::uint32_t next, end;  // its children still to make: order[next .. end)
+    };
     Node root;
-    root.dropped = size > 0 ? tree.at(0)->dropped.load(std::memory_order_relaxed) : 0;
-    root.children.reserve(kept_children[0] + 1);
-    for (std::uint32_t i = 1; i < size; ++i)
-        if (keep[i]) nodes[i].children.reserve(kept_children[i]);
-    for (std::uint32_t i = size; i-- > 1;) {
-        if (!keep[i]) continue;
-        Node& node = nodes[i];
-        std::reverse(node.children.begin(), node.children.end());  // gathered last-first
-        Nanos children_total{0};
-        for (const Node& child : node.children) children_total += child.total;
-        if (node.count != 0 && node.total < children_total) node.total = children_total;
-        Node& parent = parents[i] == 0 ? root : nodes[parents[i]];
-        parent.children.push_back(std::move(node));
+    root.dropped = tree.at(0)->dropped.load(std::memory_order_relaxed);
+    std::vector<Open> open;  // the path from the root: as deep as the tree, on the heap
+    const auto descend = [&](Node& node, std::uint32_t i) {
+        node.children.reserve(kept[i]);
+        open.push_back({&node, end[i] - kept[i], end[i]});
+    };
+    descend(root, 0);
+    while (!open.empty()) {
+        Open& top = open.back();
+        if (top.next == top.end) {
+            Node& node = *top.node;
+            open.pop_back();
+            Nanos children_total{0};
+            for (const Node& child : node.children) children_total += child.total;
+            if (node.count != 0 && node.total < children_total) node.total = children_total;
+            continue;
+        }
+        const std::uint32_t i = order[top.next++];
+        Node& child = top.node->children.emplace_back();  // reserved: `top` and its node stay put
+        fill(child, i);
+        descend(child, i);
     }
-    std::reverse(root.children.begin(), root.children.end());
     if (root.dropped != 0) {  // drops at the top level have no node to live on: keep them visible
         Node marker;
         marker.name = "(calls not recorded at the top level)";
@@ -874,7 +900,7 @@ private:
         return where.dli_fname;
     }
 
-    static constexpr DynamicEntry kNoDynamic{0, nullptr};
+    static inline DynamicEntry kNoDynamic{};  // the table of a thread with no run-time name: never written
 
     static ThreadState& state_of(const Arena& arena) noexcept { return *static_cast<ThreadState*>(arena.state); }
 
@@ -1003,6 +1029,7 @@ private:
         return true;
     }
     static void point_at(Arena& arena, const Tree& tree, std::uint32_t index) noexcept {
+        arena.main_tree = &tree == static_cast<const ThreadState*>(arena.state)->main.get();
         arena.chunks = tree.chunk_table.get();
         arena.slots = tree.slots.data();
         arena.slot_mask = static_cast<std::uint32_t>(tree.slots.size() - 1);
@@ -1124,7 +1151,7 @@ private:
         if (state.dynamic_count >= state.main->capacity) return;  // as many names as nodes: look them up each time
         try {
             if (2 * (state.dynamic_count + 1) > state.dynamic.size()) {
-                std::vector<DynamicEntry> bigger(state.dynamic.empty() ? 64 : 2 * state.dynamic.size(), DynamicEntry{0, nullptr});
+                std::vector<DynamicEntry> bigger(state.dynamic.empty() ? 64 : 2 * state.dynamic.size());
                 const std::uint32_t mask = static_cast<std::uint32_t>(bigger.size() - 1);
                 for (const DynamicEntry& entry : state.dynamic) {
                     if (entry.info == nullptr) continue;
@@ -1140,7 +1167,12 @@ private:
         const std::uint32_t mask = static_cast<std::uint32_t>(state.dynamic.size() - 1);
         std::uint32_t slot = static_cast<std::uint32_t>(hash) & mask;
         while (state.dynamic[slot].info != nullptr) slot = (slot + 1) & mask;
-        state.dynamic[slot] = DynamicEntry{hash, site};
+        DynamicEntry& entry = state.dynamic[slot];
+        entry.hash = hash;
+        entry.info = site;
+        entry.origin = site->origin;
+        entry.size = site->name_size;
+        __builtin_memcpy(entry.head, site->name, std::min(entry.size, DynamicEntry::kHeadBytes));
         ++state.dynamic_count;
         arena.dynamic = state.dynamic.data();
         arena.dynamic_mask = mask;
