@@ -105,6 +105,8 @@ std::uint64_t kernel_compiled_out(std::uint64_t n, Timer& timer);  // -DTRACETRE
 std::uint64_t kernel_fib(std::uint64_t n, Timer& timer);           // fib(20), a scope on every call
 std::uint64_t kernel_dynamic_50(std::uint64_t n, Timer& timer);    // run-time names, 50 distinct
 std::uint64_t kernel_dynamic_5000(std::uint64_t n, Timer& timer);  // 5,000 distinct
+std::uint64_t kernel_name_reads_50(std::uint64_t n, Timer& timer);    // the same names read, two clock reads, no scope
+std::uint64_t kernel_name_reads_5000(std::uint64_t n, Timer& timer);
 std::uint64_t kernel_with_watch(std::uint64_t n, Timer& timer);    // a scope with TRACETREE_WATCH, unwatched
 std::uint64_t kernel_nested(std::uint64_t n, Timer& timer);        // scopes nested 1,024 to an invocation
 std::uint64_t kernel_invocation(std::uint64_t n, Timer& timer);    // 20-node invocations, unwatched

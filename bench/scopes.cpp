@@ -158,6 +158,28 @@ void prime(Names& set) {  // every name seen once (made, interned), in order, be
     dynamic_calls(set.names, in_order);
     set.primed = true;
 }
+// What a run-time-name scope cannot avoid: the caller's name (its object and its bytes, here the
+// first and the last) and two clock reads; the baseline of the run-time name rows' last column.
+[[gnu::noinline]] std::uint64_t name_reads(const std::vector<std::string>& names, const std::vector<std::uint32_t>& order) {
+    std::uint64_t sum = 0;
+    for (const std::uint32_t pick : order) {
+        const std::string& name = names[pick];
+        const std::uint64_t start = tracetree::detail::ticks();
+        sum += static_cast<unsigned char>(name.front()) + static_cast<unsigned char>(name.back());
+        clobber();
+        sum += tracetree::detail::ticks() - start;
+    }
+    return sum;
+}
+std::uint64_t run_name_reads(Names& set, std::uint64_t n, Timer& timer) {
+    const std::uint64_t passes = std::max<std::uint64_t>(1, n / kPicks);
+    std::uint64_t sum = 0;
+    timer.start();
+    for (std::uint64_t i = 0; i < passes; ++i) sum += name_reads(set.names, set.order);
+    timer.stop();
+    g_sink = g_sink + sum;
+    return passes * kPicks;
+}
 std::uint64_t run_dynamic(Names& set, std::uint64_t n, Timer& timer) {
     prime(set);
     const std::uint64_t passes = std::max<std::uint64_t>(1, n / kPicks);
@@ -177,6 +199,8 @@ std::uint64_t kernel_dynamic_5000(std::uint64_t n, Timer& timer) {
     TRACETREE_SCOPE("bench.dynamic.5000");
     return run_dynamic(names_5000(), n, timer);
 }
+std::uint64_t kernel_name_reads_50(std::uint64_t n, Timer& timer) { return run_name_reads(names_50(), n, timer); }
+std::uint64_t kernel_name_reads_5000(std::uint64_t n, Timer& timer) { return run_name_reads(names_5000(), n, timer); }
 
 // ---- TRACETREE_WATCH in a scope nobody watches ----------------------------------------------------
 
