@@ -103,6 +103,7 @@ std::uint64_t kernel_enabled(std::uint64_t n, Timer& timer);       // a scope wh
 std::uint64_t kernel_disabled(std::uint64_t n, Timer& timer);      // after set_enabled(false)
 std::uint64_t kernel_compiled_out(std::uint64_t n, Timer& timer);  // -DTRACETREE_DISABLE
 std::uint64_t kernel_fib(std::uint64_t n, Timer& timer);           // fib(20), a scope on every call
+std::uint64_t kernel_two_threads(std::uint64_t n, Timer& timer);   // the enabled scope on two threads at once
 std::uint64_t kernel_dynamic_50(std::uint64_t n, Timer& timer);    // run-time names, 50 distinct
 std::uint64_t kernel_dynamic_5000(std::uint64_t n, Timer& timer);  // 5,000 distinct
 std::uint64_t kernel_name_reads_50(std::uint64_t n, Timer& timer);    // the same names read, two clock reads, no scope

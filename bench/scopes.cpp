@@ -6,6 +6,7 @@
 #include <tracetree/control.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@ volatile std::uint64_t g_sink = 0;
 namespace {
 
 // What the kernels ran, for the checks.
+std::uint64_t g_two_threads = 0;  // scopes of kernel_two_threads, on both threads
 std::uint64_t g_enabled = 0, g_disabled = 0, g_fib_runs = 0, g_with_watch = 0, g_nested = 0, g_invocations = 0,
               g_two_watches = 0;
 
@@ -53,6 +55,36 @@ std::uint64_t kernel_steady_pair(std::uint64_t n, Timer& timer) {
 }
 
 // ---- one scope, repeated ------------------------------------------------------------------------
+
+namespace {
+[[gnu::noinline]] void two_thread_scopes(std::uint64_t n) {
+    for (std::uint64_t i = 0; i < n; ++i) {
+        TRACETREE_SCOPE("bench.two-threads");
+        clobber();
+    }
+}
+}  // namespace
+
+// The same scope on two threads at once, each into its own tree: the main thread is timed while a
+// second one (started for the round, so a new tree each time) runs the same loop.
+std::uint64_t kernel_two_threads(std::uint64_t n, Timer& timer) {
+    std::atomic<bool> ready{false}, go{false};
+    std::thread other([&] {
+        ready.store(true, std::memory_order_release);
+        while (!go.load(std::memory_order_acquire)) {
+        }
+        two_thread_scopes(n);
+    });
+    while (!ready.load(std::memory_order_acquire)) {  // both loops start together
+    }
+    go.store(true, std::memory_order_release);
+    timer.start();
+    two_thread_scopes(n);
+    timer.stop();
+    other.join();
+    g_two_threads += 2 * n;
+    return n;
+}
 
 std::uint64_t kernel_enabled(std::uint64_t n, Timer& timer) {
     timer.start();
@@ -354,6 +386,11 @@ bool check_scopes(const tracetree::Profile& p) {
     bool ok = true;
     ok &= check(count_of(find_root(p, kMainThread, kEnabledName)) == g_enabled, "every enabled scope recorded");
     ok &= check(find_root(p, kMainThread, "bench.disabled") == nullptr, "no runtime-disabled scope recorded");
+    std::uint64_t two_threads = 0;
+    for (const tracetree::ThreadProfile& t : p.threads)
+        for (const tracetree::Node& root : t.roots)
+            if (root.name == "bench.two-threads") two_threads += root.count;
+    ok &= check(two_threads == g_two_threads, "every scope on both threads recorded");
     bool compiled_out_seen = false;
     for (const tracetree::ThreadProfile& t : p.threads)
         for (const tracetree::Node& root : t.roots) compiled_out_seen |= root.name == "bench.compiled_out";
