@@ -68,9 +68,9 @@ struct Export {
         app.emplace(options);
         options.resource = {{"service.name", "third-party-channel"}};
         channel.emplace(options);
-        app_calls.emplace(tracetree::TraceRequest("Http11Processor::service").min_cost(min_cost).limit(1000000)
+        app_calls.emplace(tracetree::TraceRequest("Http11Processor::service").min_cost(min_cost).limit(0)
                               .on_trace(app->on_trace()));
-        channel_calls.emplace(tracetree::TraceRequest("ChannelServer::pay").limit(1000000).on_trace(channel->on_trace()));
+        channel_calls.emplace(tracetree::TraceRequest("ChannelServer::pay").limit(0).on_trace(channel->on_trace()));
     }
 };
 

@@ -509,7 +509,7 @@ int main(int argc, char** argv) {
             otlp.flush_interval = options.interval;
             otlp.resource = {{"service.name", options.service_name}};
             exporter.emplace(otlp);
-            session.emplace(tracetree::TraceRequest("serve").limit(1000000).on_trace(exporter->on_trace()));
+            session.emplace(tracetree::TraceRequest("serve").limit(0).on_trace(exporter->on_trace()));
         }
         Server server(options.port);
         std::cout << "tracecontext-service: listening on http://127.0.0.1:" << server.port() << "/test"

@@ -58,9 +58,9 @@ TEST_CASE("threads run patched functions while sessions start and stop: the tree
         std::vector<std::shared_ptr<void>> sessions;
         if (cycle % 2 == 0) sessions.push_back(std::make_shared<tracetree::Monitor>(tracetree::MonitorRequest("xtest::leaf")));
         if (cycle % 3 == 0)
-            sessions.push_back(std::make_shared<tracetree::TraceSession>(tracetree::TraceRequest("churn::work").limit(1000000)));
+            sessions.push_back(std::make_shared<tracetree::TraceSession>(tracetree::TraceRequest("churn::work").limit(0)));
         if (cycle % 5 == 0)
-            sessions.push_back(std::make_shared<tracetree::StackSession>(tracetree::StackRequest("xtest::thrower").limit(1000000)));
+            sessions.push_back(std::make_shared<tracetree::StackSession>(tracetree::StackRequest("xtest::thrower").limit(0)));
         if (cycle % 7 == 0) sessions.push_back(std::make_shared<tracetree::FlightRecorder>(tracetree::RecorderRequest("xtest::*")));
         if (cycle % 11 == 0) tracetree::xray::set_callees(cycle % 2 == 0 ? "xtest::*" : "xtest::leaf");
         const std::uint64_t seen = rounds.load();
