@@ -56,36 +56,6 @@ std::uint64_t kernel_steady_pair(std::uint64_t n, Timer& timer) {
 
 // ---- one scope, repeated ------------------------------------------------------------------------
 
-namespace {
-[[gnu::noinline]] void two_thread_scopes(std::uint64_t n) {
-    for (std::uint64_t i = 0; i < n; ++i) {
-        TRACETREE_SCOPE("bench.two-threads");
-        clobber();
-    }
-}
-}  // namespace
-
-// The same scope on two threads at once, each into its own tree: the main thread is timed while a
-// second one (started for the round, so a new tree each time) runs the same loop.
-std::uint64_t kernel_two_threads(std::uint64_t n, Timer& timer) {
-    std::atomic<bool> ready{false}, go{false};
-    std::thread other([&] {
-        ready.store(true, std::memory_order_release);
-        while (!go.load(std::memory_order_acquire)) {
-        }
-        two_thread_scopes(n);
-    });
-    while (!ready.load(std::memory_order_acquire)) {  // both loops start together
-    }
-    go.store(true, std::memory_order_release);
-    timer.start();
-    two_thread_scopes(n);
-    timer.stop();
-    other.join();
-    g_two_threads += 2 * n;
-    return n;
-}
-
 std::uint64_t kernel_enabled(std::uint64_t n, Timer& timer) {
     timer.start();
     for (std::uint64_t i = 0; i < n; ++i) {
@@ -233,6 +203,36 @@ std::uint64_t kernel_dynamic_5000(std::uint64_t n, Timer& timer) {
 }
 std::uint64_t kernel_name_reads_50(std::uint64_t n, Timer& timer) { return run_name_reads(names_50(), n, timer); }
 std::uint64_t kernel_name_reads_5000(std::uint64_t n, Timer& timer) { return run_name_reads(names_5000(), n, timer); }
+
+namespace {
+[[gnu::noinline]] void two_thread_scopes(std::uint64_t n) {
+    for (std::uint64_t i = 0; i < n; ++i) {
+        TRACETREE_SCOPE("bench.two-threads");
+        clobber();
+    }
+}
+}  // namespace
+
+// The same scope on two threads at once, each into its own tree: the main thread is timed while a
+// second one (started for the round, so a new tree each time) runs the same loop.
+std::uint64_t kernel_two_threads(std::uint64_t n, Timer& timer) {
+    std::atomic<bool> ready{false}, go{false};
+    std::thread other([&] {
+        ready.store(true, std::memory_order_release);
+        while (!go.load(std::memory_order_acquire)) {
+        }
+        two_thread_scopes(n);
+    });
+    while (!ready.load(std::memory_order_acquire)) {  // both loops start together
+    }
+    go.store(true, std::memory_order_release);
+    timer.start();
+    two_thread_scopes(n);
+    timer.stop();
+    other.join();
+    g_two_threads += 2 * n;
+    return n;
+}
 
 // ---- TRACETREE_WATCH in a scope nobody watches ----------------------------------------------------
 

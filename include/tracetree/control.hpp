@@ -61,6 +61,7 @@ struct RecorderInfo {
     std::vector<std::string> others; // recorders of other tracetree versions or standard libraries in this process
     std::uint64_t threads = 0;       // live threads that have recorded
     std::uint64_t nodes = 0;         // node capacity allocated, all threads
+    std::uint64_t spare_nodes = 0;   // freed with exited threads' trees, kept for new ones (at most 65,536)
     std::uint64_t name_bytes = 0;    // memory held by interned run-time names
     std::uint64_t dropped_names = 0; // scopes not recorded: the name budget was full
 };

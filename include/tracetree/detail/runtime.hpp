@@ -102,15 +102,63 @@ inline std::string function_name(const char* signature) {
 
 // ---- a call tree's storage ----------------------------------------------------------------------
 
+// The chunks of nodes of every tree in the process. `nodes` counts those trees hold, against
+// max_total_nodes. A freed tree's chunks are kept for the next tree, up to kSpare: threads come and
+// go in pools, and a fresh chunk's pages each cost a page fault, more than making its 256 nodes.
+class ChunkPool {
+public:
+    static constexpr std::size_t kSpare = 256;  // 65,536 nodes, 4 MiB: a default thread's whole tree
+
+    NodeRecord* take() noexcept {
+        NodeRecord* chunk = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!spare_.empty()) {
+                chunk = spare_.back();
+                spare_.pop_back();
+            }
+        }
+        if (chunk == nullptr) return new (std::nothrow) NodeRecord[kChunkMask + 1];
+        for (std::uint32_t i = 0; i <= kChunkMask; ++i) new (&chunk[i]) NodeRecord();  // as new
+        return chunk;
+    }
+    void give(NodeRecord* chunk) noexcept {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (spare_.size() < kSpare) {
+                try {
+                    spare_.push_back(chunk);
+                    return;
+                } catch (...) {  // out of memory: freed instead
+                }
+            }
+        }
+        delete[] chunk;
+    }
+    std::size_t spare_chunks() noexcept {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return spare_.size();
+    }
+    // fork(): no other lock is taken while this one is held, so it is taken last.
+    void lock() noexcept { mutex_.lock(); }
+    void unlock() noexcept { mutex_.unlock(); }
+
+    std::atomic<std::uint64_t> nodes{0};
+
+private:
+    std::mutex mutex_;
+    std::vector<NodeRecord*> spare_;
+};
+
 // Nodes in chunks that never move (snapshot readers index them while the owner appends), a child
 // index for the owner, and what the limits cut. A thread's own tree, or a capture's.
 struct Tree {
-    Tree(std::uint32_t max_nodes, std::atomic<std::uint64_t>& budget_in_nodes)
+    Tree(std::uint32_t max_nodes, ChunkPool& chunk_pool)
         : capacity(max_nodes), chunk_table(new NodeRecord*[(max_nodes + kChunkMask) >> kChunkBits]()),
-          budget(budget_in_nodes), slots(64, 0) {}
+          pool(chunk_pool), slots(64, 0) {}
     ~Tree() {
-        for (std::uint32_t i = 0; i < chunk_count; ++i) delete[] chunk_table[i];
-        budget.fetch_sub(std::uint64_t{chunk_count} << kChunkBits);
+        for (std::uint32_t i = 0; i < chunk_count; ++i) pool.give(chunk_table[i]);
+        pool.nodes.fetch_sub(std::uint64_t{chunk_count} << kChunkBits);
     }
     Tree(const Tree&) = delete;
     Tree& operator=(const Tree&) = delete;
@@ -121,7 +169,7 @@ struct Tree {
     const std::uint32_t capacity;
     const std::unique_ptr<NodeRecord*[]> chunk_table;
     std::uint32_t chunk_count = 0;
-    std::atomic<std::uint64_t>& budget;  // the process-wide count of nodes allocated
+    ChunkPool& pool;
     std::atomic<std::uint32_t> size{0};
     std::vector<std::uint32_t> slots;  // owner only: the child index (Arena::find); a power of two, never empty
     std::atomic<std::uint64_t> dropped_depth{0}, dropped_nodes{0};
@@ -269,8 +317,8 @@ struct RawSpan {
 };
 
 struct ThreadState {
-    ThreadState(std::uint32_t thread_id, std::uint32_t max_nodes, std::atomic<std::uint64_t>& budget)
-        : id(thread_id), main(new Tree(max_nodes, budget)) {}
+    ThreadState(std::uint32_t thread_id, std::uint32_t max_nodes, ChunkPool& pool)
+        : id(thread_id), main(new Tree(max_nodes, pool)) {}
 
     const std::uint32_t id;
     Arena arena;
@@ -408,7 +456,7 @@ public:
             std::shared_ptr<ThreadState> state;
             {
                 std::lock_guard<std::mutex> lock(mutex_);
-                state = std::make_shared<ThreadState>(next_thread_id_++, limits_.max_nodes, total_nodes_);
+                state = std::make_shared<ThreadState>(next_thread_id_++, limits_.max_nodes, chunks_);
             }
             if (!prepare_tree(*state->main)) return nullptr;
             Arena& arena = state->arena;
@@ -856,7 +904,8 @@ public:
             std::lock_guard<std::mutex> lock(mutex_);
             result.threads = live_.size();
         }
-        result.nodes = total_nodes_.load();
+        result.nodes = chunks_.nodes.load();
+        result.spare_nodes = std::uint64_t{chunks_.spare_chunks()} << kChunkBits;
         {
             std::lock_guard<std::mutex> lock(sites_mutex_);
             result.name_bytes = name_bytes_;
@@ -1016,13 +1065,13 @@ private:
         return true;
     }
     bool grow(Tree& tree) noexcept {  // one more chunk, within the process-wide node budget
-        if (total_nodes_.fetch_add(kChunkMask + 1) + kChunkMask + 1 > max_total_nodes_.load()) {
-            total_nodes_.fetch_sub(kChunkMask + 1);
+        if (chunks_.nodes.fetch_add(kChunkMask + 1) + kChunkMask + 1 > max_total_nodes_.load()) {
+            chunks_.nodes.fetch_sub(kChunkMask + 1);
             return false;
         }
-        NodeRecord* chunk = new (std::nothrow) NodeRecord[kChunkMask + 1];
+        NodeRecord* chunk = chunks_.take();
         if (chunk == nullptr) {
-            total_nodes_.fetch_sub(kChunkMask + 1);
+            chunks_.nodes.fetch_sub(kChunkMask + 1);
             return false;
         }
         tree.chunk_table[tree.chunk_count++] = chunk;
@@ -1495,7 +1544,7 @@ private:
             spares.erase(same);
             return tree;
         }
-        auto tree = std::make_unique<Tree>(state.main->capacity, total_nodes_);
+        auto tree = std::make_unique<Tree>(state.main->capacity, chunks_);
         if (!prepare_tree(*tree)) return nullptr;
         return tree;
     }
@@ -1753,6 +1802,7 @@ private:
         mutex_.lock();
         if (auto* self = static_cast<ThreadState*>(pthread_getspecific(thread_key_))) self->mutex.lock();
         sites_mutex_.lock();
+        chunks_.lock();
     }
     void unlock_after_fork(bool child) noexcept {
         auto* self = static_cast<ThreadState*>(pthread_getspecific(thread_key_));
@@ -1762,6 +1812,7 @@ private:
                 if (state.get() != self && orphans != nullptr) orphans->push_back(std::move(state));
             live_.erase(std::remove(live_.begin(), live_.end(), nullptr), live_.end());
         }
+        chunks_.unlock();
         sites_mutex_.unlock();
         if (self != nullptr) self->mutex.unlock();
         mutex_.unlock();
@@ -1798,7 +1849,7 @@ private:
     std::uint64_t name_bytes_ = 0;
     std::atomic<std::uint64_t> max_name_bytes_{Limits{}.max_name_bytes};
     std::atomic<std::uint64_t> dropped_names_{0};
-    std::atomic<std::uint64_t> total_nodes_{0};
+    ChunkPool chunks_;
     std::atomic<std::uint64_t> max_total_nodes_{Limits{}.max_total_nodes};
 };
 
