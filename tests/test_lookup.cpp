@@ -256,7 +256,7 @@ TEST_CASE("a run-time name counts on its own node under each parent, from each c
     std::vector<std::vector<std::vector<std::uint64_t>>> calls(3, std::vector<std::vector<std::uint64_t>>(2, std::vector<std::uint64_t>(kNames, 0)));
     std::mt19937 random(77);
     const auto thread = recorded_by("lookup-moving-names", [&] {
-        for (int call = 0; call < 20000; ++call) {
+        for (std::uint32_t call = 0; call < 20000; ++call) {
             // Runs of one parent and of one name, as loops make them, and jumps between them.
             const auto parent = static_cast<std::size_t>(random() % 8 == 0 ? random() % 3 : (call / 7) % 3);
             const auto site = static_cast<std::size_t>(random() % 2);
