@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+
 using test::find_thread;
 
 namespace {
@@ -365,4 +367,44 @@ TEST_CASE("a run-time name's remembered node obeys the depth limit and a reset")
     REQUIRE(inner.children.size() == 1);
     CHECK(inner.children[0].name == "deep");
     CHECK(inner.children[0].count == 3);
+}
+
+TEST_CASE("a null or empty run-time name is the empty name") {
+    const char* none = nullptr;
+    const auto thread = recorded_by("lookup-empty-names", [&] {
+        for (int i = 0; i < 3; ++i) {
+            { TRACETREE_SCOPE_DYNAMIC(std::string_view{}); }
+            { TRACETREE_SCOPE_DYNAMIC(none); }
+        }
+    });
+    REQUIRE(thread.roots.size() == 2);  // one node per call site
+    for (const tracetree::Node& node : thread.roots) {
+        CHECK(node.name.empty());
+        CHECK(node.count == 3);
+    }
+}
+
+namespace {
+pthread_key_t g_late_key;
+void late_scopes(void*) {
+    TRACETREE_SCOPE_DYNAMIC(std::string("a name first seen after its thread retired"));
+    TRACETREE_SCOPE("a site first run after its thread retired");
+}
+}  // namespace
+
+TEST_CASE("scopes in a thread-exit destructor that runs after the recorder's are not recorded") {
+    // A session makes every site not yet decided go through the runtime's begin().
+    tracetree::TraceSession session(tracetree::TraceRequest("no.such.scope"));
+    REQUIRE(pthread_key_create(&g_late_key, late_scopes) == 0);  // after the recorder's key: destroyed later
+    std::thread([] {
+        tracetree::set_thread_name("lookup-late-destructor");
+        { TRACETREE_SCOPE("before exit"); }
+        pthread_setspecific(g_late_key, &g_late_key);
+    }).join();
+    pthread_key_delete(g_late_key);
+    const tracetree::Profile profile = tracetree::profile();
+    const tracetree::ThreadProfile* thread = find_thread(profile, "lookup-late-destructor");
+    REQUIRE(thread != nullptr);
+    REQUIRE(thread->roots.size() == 1);
+    CHECK(thread->roots[0].name == "before exit");
 }

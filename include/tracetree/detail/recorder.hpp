@@ -192,7 +192,7 @@ struct Arena {
     DynamicEntry* dynamic = nullptr;
     std::uint32_t dynamic_mask = 0;
     bool main_tree = false;  // recording into the thread's own tree, not a capture's
-    std::uint32_t max_name_length = 0;
+    std::atomic<std::uint32_t> max_name_length{0};  // set_limits() changes it while the owner records
     // TRACETREE_THROW's site, read by the runtime's throw hook.
     const char* throw_file = nullptr;
     std::uint32_t throw_line = 0;
@@ -415,7 +415,9 @@ public:
         if ((arena->flags.load(std::memory_order_relaxed) & kRecording) == 0) return;
         auto&& name = make_name();
         NameRef ref = name_ref(name);
-        if (ref.size > arena->max_name_length) ref.size = arena->max_name_length;  // as the recorder keeps it
+        if (ref.data == nullptr) ref.data = "";  // a null `const char*`, an empty view: the empty name
+        const std::uint32_t max_length = arena->max_name_length.load(std::memory_order_relaxed);
+        if (ref.size > max_length) ref.size = max_length;  // as the recorder keeps it
         begin_dynamic(*arena, site, ref);
     }
     TRACETREE_DETAIL_INLINE ~Scope() {

@@ -248,7 +248,7 @@ inline std::vector<Node> to_values(const Tree& tree, double ratio,
     root.dropped = tree.at(0)->dropped.load(std::memory_order_relaxed);
     std::vector<Open> open;  // the path from the root: as deep as the tree, on the heap
     const auto descend = [&](Node& node, std::uint32_t i) {
-        node.children.reserve(kept[i]);
+        node.children.reserve(kept[i] + (i == 0 && root.dropped != 0));  // and the root's marker below
         open.push_back({&node, end[i] - kept[i], end[i]});
     };
     descend(root, 0);
@@ -257,6 +257,11 @@ inline std::vector<Node> to_values(const Tree& tree, double ratio,
         if (top.next == top.end) {
             Node& node = *top.node;
             open.pop_back();
+            if (open.empty()) break;  // the root
+            if (node.count == 0 && node.dropped == 0 && node.children.empty()) {  // zeroed since pass 1: a reset
+                open.back().node->children.pop_back();  // the newest child of its parent
+                continue;
+            }
             Nanos children_total{0};
             for (const Node& child : node.children) children_total += child.total;
             if (node.count != 0 && node.total < children_total) node.total = children_total;
@@ -469,7 +474,7 @@ public:
             state->refresh_os_name();  // before any snapshot can see the thread
             {
                 std::lock_guard<std::mutex> lock(mutex_);
-                arena.max_name_length = limits_.max_name_length;
+                arena.max_name_length.store(limits_.max_name_length, std::memory_order_relaxed);
                 state->max_depth.store(limits_.max_depth);
                 arena.flags.store(flags_locked());
                 arena.epoch_word.store(std::uint64_t{epoch_} << 32);
@@ -506,6 +511,7 @@ public:
 
     void begin(Scope& scope, Arena& arena, Site* site, const SiteInfo* info) noexcept override {
         ThreadState& state = state_of(arena);
+        if (state.retired.load()) return;  // a thread-exit destructor that runs after the recorder's
         const std::uint8_t flags = arena.flags.load(std::memory_order_relaxed);
         if (state.reset_pending()) apply_pending_reset(state);  // before a capture, which is folded into this tree later
         std::uint8_t slow = 0;
@@ -596,6 +602,7 @@ public:
     }
     const SiteInfo* dynamic_site(Arena& arena, Site& origin_site, const char* name, std::size_t size) noexcept override {
         ThreadState& state = state_of(arena);
+        if (state.retired.load()) return nullptr;  // a thread-exit destructor that runs after the recorder's
         const SiteInfo* origin = registered(&origin_site, origin_site.info.load(std::memory_order_acquire));
         if (origin == nullptr) return nullptr;
         const InternedSite* site = nullptr;
@@ -816,7 +823,7 @@ public:
         max_name_bytes_.store(limits.max_name_bytes);
         for (const auto& state : live_) {
             state->max_depth.store(limits.max_depth);
-            state->arena.max_name_length = limits.max_name_length;  // read by its owner only at a scope start
+            state->arena.max_name_length.store(limits.max_name_length, std::memory_order_relaxed);
             state->restore_depth_limit();
         }
     }
@@ -1197,7 +1204,9 @@ private:
     }
 
     void remember_dynamic(ThreadState& state, Arena& arena, const SiteInfo* site, std::uint64_t hash) noexcept {
-        if (state.dynamic_count >= state.main->capacity) return;  // as many names as nodes: look them up each time
+        // No more names than the thread has nodes: the table (two 64-byte slots a name at most) stays
+        // within twice the tree's memory, which max_total_nodes bounds; the rest are looked up each time.
+        if (state.dynamic_count >= state.main->nodes()) return;
         try {
             if (2 * (state.dynamic_count + 1) > state.dynamic.size()) {
                 std::vector<DynamicEntry> bigger(state.dynamic.empty() ? 64 : 2 * state.dynamic.size());
@@ -1999,7 +2008,7 @@ inline Limits limits() { return detail::runtime().limits(); }
 inline void set_thread_name(std::string_view name) {
     detail::ThreadState* state = detail::runtime().this_thread();
     if (state == nullptr) return;
-    const std::string cut(name.substr(0, state->arena.max_name_length));
+    const std::string cut(name.substr(0, state->arena.max_name_length.load(std::memory_order_relaxed)));
     std::lock_guard<std::mutex> lock(state->mutex);
     state->name = cut;
     state->named = true;
@@ -2008,7 +2017,7 @@ inline void set_thread_name(std::string_view name) {
 inline void annotate(std::string_view key, std::string_view value) {
     detail::ThreadState* state = detail::runtime().this_thread();
     if (state == nullptr) return;
-    const std::size_t cut = state->arena.max_name_length;  // this thread's copy: no lock
+    const std::size_t cut = state->arena.max_name_length.load(std::memory_order_relaxed);
     const std::string k(key.substr(0, cut));
     auto& fields = state->annotations;  // owner only
     auto same = std::find_if(fields.begin(), fields.end(), [&](const auto& field) { return field.first == k; });
