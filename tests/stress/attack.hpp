@@ -6,6 +6,7 @@
 
 #include "stress.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -28,6 +29,8 @@ inline constexpr bool kSanitized = false;
 #endif
 
 inline constexpr std::int64_t kKiB = 1024, kMiB = 1024 * 1024;
+// Limits::max_name_length's default: longer run-time names are cut.
+inline constexpr std::size_t kNameSize = 1024;
 
 // A field of /proc/self/status in KiB ("VmRSS:", "VmHWM:"), or -1.
 inline std::int64_t status_kib(const std::string& field) {

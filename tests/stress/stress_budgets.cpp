@@ -20,6 +20,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using attack::kKiB;
 using attack::kMiB;
+using attack::kNameSize;
 using attack::mib;
 
 struct LimitsGuard {  // restores the limits a test changed
@@ -73,7 +74,6 @@ private:
 
 constexpr std::uint64_t kNameBudget = std::uint64_t{16} << 20;  // Limits::max_name_bytes' default
 constexpr int kNames = 70000;
-constexpr std::size_t kNameSize = 1024;                         // Limits::max_name_length's default
 constexpr std::int64_t kNodeBytes = 64;                         // sizeof(NodeRecord), a cache line
 // What a name or a node costs besides its bytes: the thread's table of names seen (16 bytes a slot,
 // at most half full), the tree's child index (4 bytes a slot, at most half full), and a thread's state.

@@ -15,7 +15,7 @@ namespace stress {
 constexpr int kWaves = 10;
 constexpr int kThreadsPerWave = 240;
 constexpr int kConcurrent = 8;  // threads alive at once, four per core
-constexpr int kNames = 4;       // distinct thread names: the folded profile holds this many entries
+constexpr int kThreadNames = 4;       // distinct thread names: the folded profile holds this many entries
 constexpr int kCallsPerThread = 2;
 constexpr int kStepsPerCall = 3;
 
@@ -27,7 +27,7 @@ void churn_work() {
 }
 
 void one_thread(int index) {
-    const std::string name = "churn-" + std::to_string(index % kNames);
+    const std::string name = "churn-" + std::to_string(index % kThreadNames);
     if (index % 2 == 0) {
         tracetree::set_thread_name(name);
     } else {
@@ -85,7 +85,7 @@ TEST_CASE("thousands of short-lived threads: nothing lost, memory returns to a b
     if (peak >= 0) CHECK(peak - baseline <= 2 * 1024 * 1024);
 
     const tracetree::Profile profile = tracetree::profile();
-    const std::uint64_t threads_per_name = kWaves * kThreadsPerWave / kNames;
+    const std::uint64_t threads_per_name = kWaves * kThreadsPerWave / kThreadNames;
     int found = 0;
     for (const auto& thread : profile.threads) {
         if (thread.thread_name.rfind("churn-", 0) != 0) continue;
@@ -97,7 +97,7 @@ TEST_CASE("thousands of short-lived threads: nothing lost, memory returns to a b
         CHECK(counts.at("stress::churn_work()") == threads_per_name * kCallsPerThread);
         CHECK(counts.at("stress::churn_work() > churn-step") == threads_per_name * kCallsPerThread * kStepsPerCall);
     }
-    CHECK(found == kNames);  // one folded entry per name, however many threads carried it
+    CHECK(found == kThreadNames);  // one folded entry per name, however many threads carried it
 }
 
 }  // namespace stress

@@ -20,6 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using attack::kNameSize;
 using tracetree::PatternSyntax;
 
 std::string repeat(const std::string& text, int times) {
@@ -50,8 +51,6 @@ std::vector<Hostile> hostile_patterns() {
         {"regex [^x]* x32 [a-z]* x16", repeat("[^x]*", 32) + repeat("[a-z]*", 16), PatternSyntax::regex},
     };
 }
-
-constexpr std::size_t kNameSize = 1024;  // Limits::max_name_length's default: longer names are cut
 
 // 1 KiB names that keep the patterns above busy: runs of 'a', "ab::" (a new start after every "::"),
 // and ':' runs; `id` makes each distinct (so each is a new call site, decided afresh).
