@@ -287,7 +287,7 @@ TEST_CASE("a run-time name counts on its own node under each parent, from each c
 }
 
 TEST_CASE("a run-time name counts in a watched invocation's trace and in the profile, in and out of it") {
-    Sites roots("watched root", 1), plain("plain root", 1);
+    Sites watched_root("watched root", 1), plain_root("plain root", 1);
     const std::string hot = "GET /hot", cold = "GET /cold";
     constexpr int kInvocations = 40;
     tracetree::TraceRequest request("watched root0");
@@ -297,11 +297,11 @@ TEST_CASE("a run-time name counts in a watched invocation's trace and in the pro
         for (int i = 0; i < kInvocations; ++i) {
             {
                 // The names' nodes in the thread's own tree, in the other order: other indices.
-                const tracetree::detail::Scope scope(plain[0]);
+                const tracetree::detail::Scope scope(plain_root[0]);
                 named_a(cold);
                 named_a(hot);
             }
-            const tracetree::detail::Scope scope(roots[0]);  // the same names, in the capture's tree
+            const tracetree::detail::Scope scope(watched_root[0]);  // the same names, in the capture's tree
             for (int k = 0; k <= i % 3; ++k) named_a(hot);
             named_a(cold);
         }
@@ -317,8 +317,8 @@ TEST_CASE("a run-time name counts in a watched invocation's trace and in the pro
         CHECK(root.children[1].name == cold);
         CHECK(root.children[1].count == 1);
     }
-    const tracetree::Node* outside = child_named(thread.roots, plain.names[0]);
-    const tracetree::Node* inside = child_named(thread.roots, roots.names[0]);
+    const tracetree::Node* outside = child_named(thread.roots, plain_root.names[0]);
+    const tracetree::Node* inside = child_named(thread.roots, watched_root.names[0]);
     REQUIRE(outside != nullptr);
     REQUIRE(inside != nullptr);
     REQUIRE(outside->children.size() == 2);
