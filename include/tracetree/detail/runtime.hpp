@@ -16,7 +16,7 @@
 #include "../sessions.hpp"
 #include "format.hpp"
 
-#include <algorithm>           // std::find_if, std::sort, std::reverse
+#include <algorithm>           // std::find_if, std::sort, std::min
 #include <condition_variable>  // sessions: next() waits for a capture
 #include <cstdio>              // std::snprintf: the published address
 #include <cstring>             // std::memcmp
