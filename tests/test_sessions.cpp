@@ -3,8 +3,12 @@
 
 #include <doctest/doctest.h>
 
+#include <deque>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 using namespace test;
 using tracetree::TraceRequest;
@@ -300,4 +304,175 @@ TEST_CASE("stop() wakes a thread waiting for a capture") {
     session.stop();
     waiter.join();
     CHECK_FALSE(received.has_value());
+}
+
+// ---- a capture that waits for the first thing recorded under its root -----------------------------
+// A trace session starts recording an invocation into its own tree only when something is recorded
+// under the watched scope (RuntimeImpl::begin); these tests use the real clock, so that nested scopes
+// take the recorder's inline path, which reaches the runtime only through the guard node.
+
+namespace deferred {
+enum class Shape { leaf, child, name, thrown, too_deep };
+
+void root(Shape shape) {
+    TRACETREE_SCOPE("deferred.root");
+    switch (shape) {
+    case Shape::leaf: break;
+    case Shape::child:
+        for (int i = 0; i < 2; ++i) {
+            TRACETREE_SCOPE("deferred.child");
+        }
+        break;
+    case Shape::name: {
+        const std::string name = "deferred name";
+        TRACETREE_SCOPE_DYNAMIC(name);
+        break;
+    }
+    case Shape::thrown: TRACETREE_THROW(std::runtime_error("deferred throw"));
+    case Shape::too_deep: {
+        TRACETREE_SCOPE("deferred.too deep");  // the depth limit is 1 while this shape runs
+        break;
+    }
+    }
+}
+
+// Runs every shape `rounds` times on a new thread, the depth limit 1 for too_deep only; that
+// thread's profile.
+tracetree::ThreadProfile run_shapes(const std::string& thread_name, int rounds) {
+    tracetree::ThreadProfile recorded;
+    std::thread([&] {
+        tracetree::set_thread_name(thread_name);
+        for (int round = 0; round < rounds; ++round) {
+            for (const Shape shape : {Shape::leaf, Shape::child, Shape::name, Shape::thrown, Shape::too_deep}) {
+                const tracetree::Limits saved = tracetree::limits();
+                tracetree::Limits shallow = saved;
+                shallow.max_depth = 1;
+                if (shape == Shape::too_deep) tracetree::set_limits(shallow);
+                try {
+                    root(shape);
+                } catch (const std::runtime_error&) {
+                }
+                tracetree::set_limits(saved);
+            }
+        }
+        const tracetree::Profile profile = tracetree::profile();
+        if (const tracetree::ThreadProfile* thread = find_thread(profile, thread_name)) recorded = *thread;
+    }).join();
+    return recorded;
+}
+
+// What `rounds` rounds of the shapes leave in a profile, whether or not any was captured.
+void check_profile(const tracetree::ThreadProfile& thread, std::uint64_t rounds) {
+    const tracetree::Node* root = find_root(thread, "deferred.root");
+    REQUIRE(root != nullptr);
+    CHECK(root->count == 5 * rounds);
+    CHECK(root->throws == rounds);
+    CHECK(root->dropped == rounds);
+    const tracetree::Node* child = find_child(*root, "deferred.child");
+    REQUIRE(child != nullptr);
+    CHECK(child->count == 2 * rounds);
+    const tracetree::Node* name = find_child(*root, "deferred name");
+    REQUIRE(name != nullptr);
+    CHECK(name->count == rounds);
+    CHECK(find_child(*root, "deferred.too deep") == nullptr);
+    if (!TRACETREE_TEST_ASAN) {
+        const tracetree::Node* thrown = find_child(*root, "std::runtime_error");
+        REQUIRE(thrown != nullptr);
+        CHECK(thrown->count == rounds);
+        CHECK(root->children.size() == 3);
+    }
+}
+}  // namespace deferred
+
+TEST_CASE("a capture that starts late still holds the whole invocation, and the profile counts every call once") {
+    tracetree::reset();
+    TraceSession session(request("deferred.root", 0ms, 0));
+    const tracetree::ThreadProfile thread = deferred::run_shapes("deferred-wanted", 3);
+    deferred::check_profile(thread, 3);
+    for (int round = 0; round < 3; ++round) {
+        std::vector<tracetree::Trace> traces;
+        for (int shape = 0; shape < 5; ++shape) {
+            std::optional<tracetree::Trace> trace = session.next(10s);  // already delivered: returns at once
+            REQUIRE(trace.has_value());
+            traces.push_back(std::move(*trace));
+        }
+        for (const tracetree::Trace& trace : traces) {
+            CHECK(trace.root.name == "deferred.root");
+            CHECK(trace.root.count == 1);
+        }
+        CHECK(traces[0].root.children.empty());  // a leaf
+        REQUIRE(traces[1].root.children.size() == 1);
+        CHECK(traces[1].root.children[0].name == "deferred.child");
+        CHECK(traces[1].root.children[0].count == 2);
+        REQUIRE(traces[2].root.children.size() == 1);
+        CHECK(traces[2].root.children[0].name == "deferred name");
+        CHECK(traces[3].root.throws == 1);
+        if (!TRACETREE_TEST_ASAN) {
+            REQUIRE(traces[3].root.children.size() == 1);
+            CHECK(traces[3].root.children[0].name == "std::runtime_error");
+            CHECK(traces[3].root.children[0].message == std::optional<std::string>("deferred throw"));
+        }
+        CHECK(traces[4].root.children.empty());
+        CHECK(traces[4].root.dropped == 1);
+    }
+    CHECK_FALSE(session.next(0ms).has_value());
+}
+
+TEST_CASE("a capture that never starts leaves the same profile, and no trace") {
+    tracetree::reset();
+    TraceSession session(request("deferred.root", 1h, 0));
+    deferred::check_profile(deferred::run_shapes("deferred-unwanted", 4), 4);
+    CHECK(session.captured() == 0);
+}
+
+TEST_CASE("a capture whose tree has no room for its root is given up, and its invocation recorded as usual") {
+    const tracetree::Limits saved = tracetree::limits();
+    tracetree::Limits small = saved;
+    small.max_nodes = 16;  // the root and 15 nodes a tree, for trees made from now on
+    tracetree::set_limits(small);
+    tracetree::ThreadProfile thread;
+    std::vector<tracetree::Trace> traces;
+    std::thread([&] {
+        using tracetree::detail::Scope;
+        using tracetree::detail::Site;
+        tracetree::set_thread_name("deferred-full");
+        std::deque<std::string> names{"deferred.full a", "deferred.full b", "b's child"};
+        for (int i = 1; i <= 14; ++i) names.push_back("a's child " + std::to_string(i));
+        std::deque<Site> sites;
+        for (const std::string& name : names) sites.emplace_back(name.c_str(), __FILE__, 1, tracetree::detail::SiteKind::scope);
+        {  // b's node in the thread's tree, before any capture
+            const Scope b(sites[1]);
+        }
+        TraceSession session(request("deferred.full*", 0ms, 0));
+        {  // a's capture tree: the root, a and its 14 children, full; the thread's tree (root, b, a and
+            const Scope a(sites[0]);  // 13 children) has no room for the 14th: a drop under a
+            for (std::size_t i = 3; i < sites.size(); ++i) {
+                const Scope child(sites[i]);
+            }
+        }
+        {  // b's capture takes a's tree, the only one kept, which has no room for b: given up
+            const Scope b(sites[1]);
+            const Scope child(sites[2]);  // no room in the thread's tree either: a drop under b
+        }
+        {
+            const Scope b(sites[1]);  // a leaf, wanted at its end: still no room
+        }
+        while (std::optional<tracetree::Trace> trace = session.next(0ms)) traces.push_back(std::move(*trace));
+        const tracetree::Profile profile = tracetree::profile();
+        if (const tracetree::ThreadProfile* found = find_thread(profile, "deferred-full")) thread = *found;
+    }).join();
+    tracetree::set_limits(saved);
+    REQUIRE(traces.size() == 1);
+    CHECK(traces[0].root.name == "deferred.full a");
+    CHECK(traces[0].root.children.size() == 14);
+    const tracetree::Node* a = find_root(thread, "deferred.full a");
+    const tracetree::Node* b = find_root(thread, "deferred.full b");
+    REQUIRE(a != nullptr);
+    REQUIRE(b != nullptr);
+    CHECK(a->count == 1);
+    CHECK(a->children.size() == 13);
+    CHECK(a->dropped == 1);
+    CHECK(b->count == 3);
+    CHECK(b->children.empty());
+    CHECK(b->dropped == 1);
 }

@@ -128,29 +128,61 @@ inline constexpr std::uint8_t kSlow = 4;       // test clock or timeline: every 
 inline constexpr std::uint8_t kValuesOfNode = 1;  // Arena::values bits
 inline constexpr std::uint8_t kValuesOfAll = 2;
 
+// A run-time name's hash, and its first kHeadWords * 8 bytes as words (zero past its end): computed in
+// one pass over the name, by the caller and by the table alike, so that comparing them is exact.
+struct NameKey {
+    static constexpr std::uint32_t kHeadWords = 3;
+    std::uint64_t hash;
+    std::uint64_t head[kHeadWords];
+};
+inline NameKey name_key(const char* data, std::size_t size, std::uint64_t seed) noexcept {
+    NameKey key{seed ^ (size * 0x9E3779B97F4A7C15u), {0, 0, 0}};
+    std::uint32_t words = 0;
+    for (; size >= 8; data += 8, size -= 8, ++words) {
+        std::uint64_t word;
+        __builtin_memcpy(&word, data, 8);
+        if (words < NameKey::kHeadWords) key.head[words] = word;
+        key.hash = (key.hash ^ word) * 0xBF58476D1CE4E5B9u;
+        key.hash ^= key.hash >> 31;
+    }
+    std::uint64_t tail = 0;
+    for (std::size_t i = 0; i < size; ++i) tail |= std::uint64_t{static_cast<unsigned char>(data[i])} << (8 * i);
+    if (words < NameKey::kHeadWords) key.head[words] = tail;
+    key.hash = (key.hash ^ tail) * 0x94D049BB133111EBu;
+    key.hash ^= key.hash >> 29;
+    return key;
+}
+
 // A run-time name seen on this thread: one cache line holds what a call needs to find its node. The
-// name's first kHeadBytes are compared here, not at `info` (one cache miss fewer each, two when the
-// name is short), and the node it had under its last parent is reused while the parent is the same.
+// name's head is compared here, not at `info` (one cache miss fewer, two when the name is short), and
+// the node it had under its last parent is reused while the parent is the same.
 struct alignas(64) DynamicEntry {
-    static constexpr std::uint32_t kHeadBytes = 24;
     static constexpr std::uint32_t kNoParent = ~std::uint32_t{0};
-    std::uint64_t hash = 0;
-    const SiteInfo* info = nullptr;    // null: empty slot
+    const SiteInfo* info = nullptr;
     const SiteInfo* origin = nullptr;  // the macro's call site
+    std::uint64_t hash = 0;
     std::uint32_t size = 0;
     // Its node in the thread's own tree (indices there never change): `child` under `parent`.
     std::uint32_t parent = kNoParent;
     std::uint32_t child = 0;
-    char head[kHeadBytes] = {};
+    std::uint64_t head[NameKey::kHeadWords] = {};
 
-    bool same(const SiteInfo* origin_, const char* name, std::uint32_t size_, std::uint64_t hash_) const noexcept {
-        if (hash != hash_ || size != size_ || origin != origin_) return false;
-        if (size <= kHeadBytes) return __builtin_memcmp(head, name, size) == 0;
-        return __builtin_memcmp(head, name, kHeadBytes) == 0 &&
-               __builtin_memcmp(info->name + kHeadBytes, name + kHeadBytes, size - kHeadBytes) == 0;
+    bool same(const SiteInfo* origin_, const char* name, std::uint32_t size_, const NameKey& key) const noexcept {
+        constexpr std::uint32_t kHeadBytes = 8 * NameKey::kHeadWords;
+        if (hash != key.hash || size != size_ || origin != origin_ || head[0] != key.head[0] || head[1] != key.head[1] ||
+            head[2] != key.head[2])
+            return false;
+        return size <= kHeadBytes || __builtin_memcmp(info->name + kHeadBytes, name + kHeadBytes, size - kHeadBytes) == 0;
     }
 };
 static_assert(sizeof(DynamicEntry) == 64, "a run-time name's entry is one cache line");
+
+// The names' index: open addressing on their hashes, eight slots to a cache line, so that a call
+// reads the one entry whose hash matches its name's.
+struct DynamicSlot {
+    std::uint32_t tag = 0;    // the hash's upper half
+    std::uint32_t entry = 0;  // 1 + the entry's index; 0: an empty slot
+};
 
 // A tree's child index: open addressing over (parent index, site) -> child index; 0 is an empty slot.
 inline std::uint32_t child_slot(std::uint32_t parent, const SiteInfo* info, std::uint32_t mask) noexcept {
@@ -189,8 +221,10 @@ struct Arena {
     const unsigned int* uncaught = nullptr;  // this thread's count of exceptions in flight
     Recorder* recorder = nullptr;
     // Run-time names seen on this thread.
-    DynamicEntry* dynamic = nullptr;
+    const DynamicSlot* dynamic_slots = nullptr;
     std::uint32_t dynamic_mask = 0;
+    DynamicEntry* dynamic = nullptr;
+    std::uint32_t* dynamic_nodes = nullptr;  // by entry, its `child`: read before the entry to prefetch the node
     bool main_tree = false;  // recording into the thread's own tree, not a capture's
     std::atomic<std::uint32_t> max_name_length{0};  // set_limits() changes it while the owner records
     // TRACETREE_THROW's site, read by the runtime's throw hook.
@@ -241,6 +275,7 @@ struct Arena {
         if (node != nullptr && cur_index != parent && main_tree) {  // a node of the tree, not the overflow's
             name.parent = parent;
             name.child = cur_index;
+            dynamic_nodes[&name - dynamic] = cur_index;
         }
         return node;
     }
@@ -386,20 +421,6 @@ NameRef name_ref(const Text& text) noexcept {
     return {text.data(), static_cast<std::size_t>(text.size())};
 }
 
-inline std::uint64_t hash_bytes(const char* data, std::size_t size, std::uint64_t seed) noexcept {
-    std::uint64_t h = seed ^ (size * 0x9E3779B97F4A7C15u);
-    for (; size >= 8; data += 8, size -= 8) {
-        std::uint64_t word;
-        __builtin_memcpy(&word, data, 8);
-        h = (h ^ word) * 0xBF58476D1CE4E5B9u;
-        h ^= h >> 31;
-    }
-    std::uint64_t tail = 0;
-    for (std::size_t i = 0; i < size; ++i) tail |= std::uint64_t{static_cast<unsigned char>(data[i])} << (8 * i);
-    h = (h ^ tail) * 0x94D049BB133111EBu;
-    return h ^ (h >> 29);
-}
-
 class Scope {
 public:
     TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept {
@@ -461,13 +482,19 @@ private:
     // runtime, which interns it (or drops the call, over a budget) and adds it to the table.
     void begin_dynamic(Arena& arena, Site& site, NameRef name) noexcept {
         const SiteInfo* origin = site.info.load(std::memory_order_acquire);
-        const std::uint64_t hash = hash_bytes(name.data, name.size, reinterpret_cast<std::uintptr_t>(origin));
+        const NameKey key = name_key(name.data, name.size, reinterpret_cast<std::uintptr_t>(origin));
         const auto size = static_cast<std::uint32_t>(name.size);
-        for (std::uint32_t slot = static_cast<std::uint32_t>(hash) & arena.dynamic_mask;;
+        const auto tag = static_cast<std::uint32_t>(key.hash >> 32);
+        for (std::uint32_t slot = static_cast<std::uint32_t>(key.hash) & arena.dynamic_mask;;
              slot = (slot + 1) & arena.dynamic_mask) {
-            DynamicEntry& entry = arena.dynamic[slot];
-            if (entry.info == nullptr) break;
-            if (entry.same(origin, name.data, size, hash)) {
+            const DynamicSlot found = arena.dynamic_slots[slot];
+            if (found.entry == 0) break;
+            if (found.tag != tag) continue;
+            // The node the name had at its last call is fetched while its entry is: with many names
+            // both miss the cache, and the two misses overlap instead of following one another.
+            if (arena.main_tree) __builtin_prefetch(arena.at(arena.dynamic_nodes[found.entry - 1]), 1);
+            DynamicEntry& entry = arena.dynamic[found.entry - 1];
+            if (entry.same(origin, name.data, size, key)) {
                 begin(arena, nullptr, entry.info, &entry);
                 return;
             }

@@ -332,6 +332,10 @@ struct ThreadState {
     std::shared_ptr<Tree> main;
     Tree* current = nullptr;     // main, or the innermost capture's tree
     NodeRecord overflow;         // entered by a scope past the node limit: what it calls is dropped with it
+    // The arena's current node while a watched scope's capture is deferred (begin()): no call site
+    // matches it and its index is no node's, so the first scope, throw or drop under that scope
+    // reaches the runtime, which starts the capture first. `parent` is the scope's node.
+    NodeRecord deferred;
     std::atomic<bool> in_overflow{false};
     std::atomic<bool> retired{false};
     std::atomic<std::uint32_t> max_depth{0};
@@ -354,8 +358,10 @@ struct ThreadState {
     std::shared_ptr<SessionState> sessions[32];
     std::uint32_t capture_mask = 0;  // of those, the trace and recorder sessions
     std::vector<std::unique_ptr<Tree>> spare_trees;  // capture trees, kept with their nodes for reuse
+    // Run-time names seen on this thread, in the order first seen (Arena::dynamic*).
+    std::vector<DynamicSlot> dynamic_slots;
     std::vector<DynamicEntry> dynamic;
-    std::uint32_t dynamic_count = 0;
+    std::vector<std::uint32_t> dynamic_nodes;
     std::vector<std::pair<std::string, std::string>> annotations;
     std::uint32_t timeline_depth = 0;
 
@@ -437,6 +443,9 @@ inline constexpr std::uint8_t kCaptureRoot = 1;  // Scope::slow_ bits
 inline constexpr std::uint8_t kFakeClock = 2;
 inline constexpr std::uint8_t kTimelineSpan = 4;
 inline constexpr std::uint8_t kFrame = 8;
+inline constexpr std::uint8_t kDeferredCapture = 16;
+// The arena's current index while a deferred capture waits (ThreadState::deferred): no node's.
+inline constexpr std::uint32_t kDeferredIndex = 0xFFFFFFFEu;
 inline constexpr std::size_t kMaxValuesPerScope = 64;  // TRACETREE_WATCH values kept per scope and invocation
 inline constexpr std::size_t kRetiredKept = 16;  // exited threads' states kept before they are freed
 
@@ -468,7 +477,7 @@ public:
             arena.recorder = this;
             arena.state = state.get();
             arena.uncaught = uncaught_counter();
-            arena.dynamic = &kNoDynamic;
+            arena.dynamic_slots = &kNoDynamicSlot;
             state->current = state->main.get();
             point_at(arena, *state->main, 0);
             state->refresh_os_name();  // before any snapshot can see the thread
@@ -491,6 +500,7 @@ public:
     NodeRecord* enter_limited(Arena& arena, Site* site, const SiteInfo* info) noexcept override {
         ThreadState& state = state_of(arena);
         if (state.retired.load()) return nullptr;
+        if (arena.cur == &state.deferred) start_deferred_capture(state);
         if (arena.cur == &state.overflow) return drop(arena, 1);  // inside a scope cut by the node limit
         if (state.in_overflow.load()) {  // that scope has ended
             state.in_overflow.store(false);
@@ -512,28 +522,45 @@ public:
     void begin(Scope& scope, Arena& arena, Site* site, const SiteInfo* info) noexcept override {
         ThreadState& state = state_of(arena);
         if (state.retired.load()) return;  // a thread-exit destructor that runs after the recorder's
+        if (arena.cur == &state.deferred) start_deferred_capture(state);
         const std::uint8_t flags = arena.flags.load(std::memory_order_relaxed);
         if (state.reset_pending()) apply_pending_reset(state);  // before a capture, which is folded into this tree later
         std::uint8_t slow = 0;
         // A site never seen, with the tree full, is not interned (find_or_add drops it): nothing to watch.
         const bool known = info->interned || state.current->nodes() < state.current->capacity;
         if (known && (info = registered(site, info)) == nullptr) return;
-        std::uint32_t framed = 0;
+        std::uint32_t framed = 0, captured = 0;
         if (known && (flags & kSessions) != 0 && arena.cur != &state.overflow) {
             std::uint32_t epoch = 0;
             const std::uint32_t mask = watch_mask(*info, epoch);
             if (mask != 0 && current_sessions(state, epoch)) {
                 // An invocation nested in one a trace already captures is part of that capture.
-                const std::uint32_t captured = mask & state.capture_mask & ~state.capturing;
-                if (captured != 0 && start_capture(state, info, captured)) slow |= kCaptureRoot;
+                captured = mask & state.capture_mask & ~state.capturing;
+                if (captured != 0 && !prepare_capture(state, info, captured)) captured = 0;
                 framed = mask & ~state.capture_mask;
             }
+        }
+        // The capture waits for the first thing recorded under the scope, so that an invocation with
+        // nothing below it costs the checks only; not when values are kept (by node of the capture's
+        // tree, or of the frame's node).
+        const bool defer = captured != 0 && framed == 0 && !state.captures[state.capture_depth].values &&
+                           (arena.values & kValuesOfAll) == 0;
+        if (captured != 0 && !defer) {
+            enter_capture(state);
+            slow |= kCaptureRoot;
         }
         NodeRecord* node = arena.enter(site, info);
         if (node == nullptr || node == &state.overflow) framed = 0;
         if (node == nullptr) {
             if ((slow & kCaptureRoot) != 0) end_capture(state, 0, false);
             return;
+        }
+        if (defer && node != &state.overflow) {
+            state.capturing |= captured;
+            state.deferred.parent = arena.cur_index;
+            arena.cur = &state.deferred;
+            arena.cur_index = kDeferredIndex;
+            slow |= kDeferredCapture;
         }
         if (framed != 0 && push_frame(state, arena, info, node, framed)) slow |= kFrame;
         if ((flags & kSlow) != 0) {  // a test clock or the timeline
@@ -554,9 +581,20 @@ public:
         Arena& arena = *scope.arena_;
         ThreadState& state = state_of(arena);
         const std::uint64_t end = now((scope.slow_ & kFakeClock) != 0);
+        const std::uint64_t elapsed = end - scope.start_;
         const bool threw = *arena.uncaught > scope.uncaught_;
-        const NodeRecord* node = scope.node_;
-        arena.leave(scope.node_, end - scope.start_, scope.uncaught_);
+        NodeRecord* node = scope.node_;
+        bool captured = (scope.slow_ & kCaptureRoot) != 0;
+        if ((scope.slow_ & kDeferredCapture) != 0) {
+            if (arena.cur == &state.deferred) {  // nothing was recorded under the scope
+                if (wanted(state.captures[state.capture_depth], elapsed)) start_deferred_capture(state);
+                else state.capturing &= ~state.captures[state.capture_depth].mask;
+            }
+            // Started, the arena is at the scope's node in the capture's tree; else at `node` or deferred.
+            captured = arena.cur != &state.deferred && arena.cur != node;
+            if (captured) node = arena.cur;
+        }
+        arena.leave(node, elapsed, scope.uncaught_);
         if ((scope.slow_ & kTimelineSpan) != 0) {
             --state.timeline_depth;
             try {
@@ -568,8 +606,8 @@ public:
             } catch (...) {  // out of memory: the span is lost, the program goes on
             }
         }
-        if ((scope.slow_ & kFrame) != 0) pop_frame(state, end - scope.start_, threw);
-        if ((scope.slow_ & kCaptureRoot) != 0) end_capture(state, end - scope.start_, true);
+        if ((scope.slow_ & kFrame) != 0) pop_frame(state, elapsed, threw);
+        if (captured) end_capture(state, elapsed, true);
     }
 
     // TRACETREE_WATCH: to the innermost watched scope, and to the capture that asked for values.
@@ -603,6 +641,7 @@ public:
     const SiteInfo* dynamic_site(Arena& arena, Site& origin_site, const char* name, std::size_t size) noexcept override {
         ThreadState& state = state_of(arena);
         if (state.retired.load()) return nullptr;  // a thread-exit destructor that runs after the recorder's
+        if (arena.cur == &state.deferred) start_deferred_capture(state);
         const SiteInfo* origin = registered(&origin_site, origin_site.info.load(std::memory_order_acquire));
         if (origin == nullptr) return nullptr;
         const InternedSite* site = nullptr;
@@ -637,7 +676,7 @@ public:
             drop(arena, 1);
             return nullptr;
         }
-        remember_dynamic(state, arena, site, hash_bytes(name, size, reinterpret_cast<std::uintptr_t>(origin)));
+        remember_dynamic(state, arena, site);
         return site;
     }
 
@@ -705,6 +744,7 @@ public:
         arena.throw_file = nullptr;
         arena.throw_line = 0;
         if ((arena.flags.load() & kRecording) == 0 || arena.depth == 0 || arena.cur == &state->overflow) return;
+        if (arena.cur == &state->deferred) start_deferred_capture(*state);
         try {
             const InternedSite* site = intern(SiteKind::thrown, type_name(type), file != nullptr ? file : "", line, nullptr);
             std::uint32_t index = arena.find(arena.cur_index, site);
@@ -956,7 +996,7 @@ private:
         return where.dli_fname;
     }
 
-    static inline DynamicEntry kNoDynamic{};  // the table of a thread with no run-time name: never written
+    static inline const DynamicSlot kNoDynamicSlot{};  // the index of a thread with no run-time name
 
     static ThreadState& state_of(const Arena& arena) noexcept { return *static_cast<ThreadState*>(arena.state); }
 
@@ -1144,6 +1184,7 @@ private:
 
     NodeRecord* find_or_add(Arena& arena, Site* site, const SiteInfo* info) noexcept {
         ThreadState& state = state_of(arena);
+        if (arena.cur == &state.deferred) start_deferred_capture(state);
         const bool full = state.current->nodes() >= state.current->capacity;
         if (!info->interned && full) return enter_overflow(state);  // a site never seen has no node here
         if ((info = registered(site, info)) == nullptr) return drop(arena, 1);
@@ -1203,37 +1244,44 @@ private:
         state.restore_depth_limit();
     }
 
-    void remember_dynamic(ThreadState& state, Arena& arena, const SiteInfo* site, std::uint64_t hash) noexcept {
-        // No more names than the thread has nodes: the table (two 64-byte slots a name at most) stays
-        // within twice the tree's memory, which max_total_nodes bounds; the rest are looked up each time.
-        if (state.dynamic_count >= state.main->nodes()) return;
+    void remember_dynamic(ThreadState& state, Arena& arena, const SiteInfo* site) noexcept {
+        // No more names than the thread has nodes: the table (160 bytes a name at most, entries and
+        // slots grown by doubling) stays within three times the tree's memory, which max_total_nodes
+        // bounds; the rest are looked up each time.
+        const auto count = static_cast<std::uint32_t>(state.dynamic.size());
+        if (count >= state.main->nodes()) return;
+        const NameKey key = name_key(site->name, site->name_size, reinterpret_cast<std::uintptr_t>(site->origin));
+        const auto place = [](std::vector<DynamicSlot>& slots, std::uint64_t hash, std::uint32_t entry) {
+            const auto mask = static_cast<std::uint32_t>(slots.size() - 1);
+            std::uint32_t slot = static_cast<std::uint32_t>(hash) & mask;
+            while (slots[slot].entry != 0) slot = (slot + 1) & mask;
+            slots[slot] = DynamicSlot{static_cast<std::uint32_t>(hash >> 32), entry + 1};
+        };
         try {
-            if (2 * (state.dynamic_count + 1) > state.dynamic.size()) {
-                std::vector<DynamicEntry> bigger(state.dynamic.empty() ? 64 : 2 * state.dynamic.size());
-                const std::uint32_t mask = static_cast<std::uint32_t>(bigger.size() - 1);
-                for (const DynamicEntry& entry : state.dynamic) {
-                    if (entry.info == nullptr) continue;
-                    std::uint32_t slot = static_cast<std::uint32_t>(entry.hash) & mask;
-                    while (bigger[slot].info != nullptr) slot = (slot + 1) & mask;
-                    bigger[slot] = entry;
-                }
-                state.dynamic.swap(bigger);
+            if (count == state.dynamic.capacity()) {  // grown here, where a failure leaves the two alike
+                state.dynamic.reserve(count == 0 ? 64 : 2 * std::size_t{count});
+                state.dynamic_nodes.reserve(state.dynamic.capacity());
+            }
+            if (4 * (count + 1) > 3 * state.dynamic_slots.size()) {  // at most 3/4 full
+                std::vector<DynamicSlot> bigger(state.dynamic_slots.empty() ? 64 : 2 * state.dynamic_slots.size());
+                for (std::uint32_t i = 0; i < count; ++i) place(bigger, state.dynamic[i].hash, i);
+                state.dynamic_slots.swap(bigger);
             }
         } catch (...) {
             return;
         }
-        const std::uint32_t mask = static_cast<std::uint32_t>(state.dynamic.size() - 1);
-        std::uint32_t slot = static_cast<std::uint32_t>(hash) & mask;
-        while (state.dynamic[slot].info != nullptr) slot = (slot + 1) & mask;
-        DynamicEntry& entry = state.dynamic[slot];
-        entry.hash = hash;
+        DynamicEntry& entry = state.dynamic.emplace_back();
+        state.dynamic_nodes.push_back(0);
         entry.info = site;
         entry.origin = site->origin;
+        entry.hash = key.hash;
         entry.size = site->name_size;
-        __builtin_memcpy(entry.head, site->name, std::min(entry.size, DynamicEntry::kHeadBytes));
-        ++state.dynamic_count;
+        std::copy(std::begin(key.head), std::end(key.head), std::begin(entry.head));
+        place(state.dynamic_slots, key.hash, count);
+        arena.dynamic_slots = state.dynamic_slots.data();
+        arena.dynamic_mask = static_cast<std::uint32_t>(state.dynamic_slots.size() - 1);
         arena.dynamic = state.dynamic.data();
-        arena.dynamic_mask = mask;
+        arena.dynamic_nodes = state.dynamic_nodes.data();
     }
 
     // ---- sessions and captures ----
@@ -1288,10 +1336,9 @@ private:
         return true;
     }
 
-    // Starts recording this invocation into a capture tree of its own; false when it cannot.
-    // Inlined into begin() and end() (with end_capture and fold): a watched invocation that ends
-    // cheaply pays for the capture's bookkeeping only, not for calls between its steps.
-    TRACETREE_DETAIL_INLINE bool start_capture(ThreadState& state, const SiteInfo* root, std::uint32_t mask) noexcept {
+    // Readies the capture slot for an invocation of `root` watched by `mask`: its sessions, the cost
+    // below which none of them wants it, its tree; false when it cannot (out of memory).
+    TRACETREE_DETAIL_INLINE bool prepare_capture(ThreadState& state, const SiteInfo* root, std::uint32_t mask) noexcept {
         try {
             if (state.capture_depth == state.captures.size()) state.captures.emplace_back();
             Capture& capture = state.captures[state.capture_depth];
@@ -1309,31 +1356,54 @@ private:
                 // In ticks, 2% short of it: the ratio of ticks to nanoseconds still sharpens at start-up.
                 capture.below = static_cast<std::uint64_t>(static_cast<double>(least.count()) * 0.98 / ns_per_tick());
                 capture.sessions_epoch = state.sessions_epoch;
+                capture.mask = mask;
             }
-            const bool values = capture.values;
             if (!capture.tree || capture.root != root) {
                 if (capture.tree) keep_spare(state, std::move(capture.tree));
                 capture.tree = spare_tree(state, root);
                 if (!capture.tree) return false;
+                capture.root = root;
             }
-            Arena& arena = state.arena;
-            capture.root = root;
-            capture.mask = mask;
-            capture.outer = state.current;
-            capture.outer_cur = arena.cur;
-            capture.outer_cur_index = arena.cur_index;
-            capture.outer_values = arena.values;
-            ++state.capture_depth;
-            state.capturing |= mask;
-            state.current = capture.tree.get();
-            point_at(arena, *state.current, 0);
-            // A capture without values hides the values an outer one asked for: they would land on
-            // nodes of a tree that is not that capture's.
-            arena.values = static_cast<std::uint8_t>((arena.values & kValuesOfNode) | (values ? kValuesOfAll : 0));
             return true;
         } catch (...) {  // out of memory: record the scope without a capture
             return false;
         }
+    }
+
+    // Records into the prepared capture's tree from here on, from its top.
+    TRACETREE_DETAIL_INLINE void enter_capture(ThreadState& state) noexcept {
+        Capture& capture = state.captures[state.capture_depth];
+        Arena& arena = state.arena;
+        capture.outer = state.current;
+        capture.outer_cur = arena.cur;
+        capture.outer_cur_index = arena.cur_index;
+        capture.outer_values = arena.values;
+        ++state.capture_depth;
+        state.capturing |= capture.mask;
+        state.current = capture.tree.get();
+        point_at(arena, *state.current, 0);
+        // A capture without values hides the values an outer one asked for: they would land on
+        // nodes of a tree that is not that capture's.
+        arena.values = static_cast<std::uint8_t>((arena.values & kValuesOfNode) | (capture.values ? kValuesOfAll : 0));
+    }
+
+    // The first thing recorded under a scope whose capture was deferred (begin()): the capture starts
+    // as if at the scope's start, and the arena moves to the scope's node in the capture's tree.
+    void start_deferred_capture(ThreadState& state) noexcept {
+        Arena& arena = state.arena;
+        const std::uint32_t own = state.deferred.parent;
+        const NodeRecord* node = state.current->at(own);
+        point_at(arena, *state.current, node->parent);
+        enter_capture(state);
+        std::uint32_t index = arena.find(0, node->site);
+        if (index == 0) index = add_node(arena, *state.current, 0, node->site);
+        if (index == 0) {  // the capture's tree is full: the invocation is recorded without it
+            leave_capture(state);
+            point_at(arena, *state.current, own);
+            return;
+        }
+        arena.cur = arena.at(index);
+        arena.cur_index = index;
     }
 
     // Starts watching this invocation for stack, watch and monitor sessions; false when it cannot.
@@ -1379,7 +1449,7 @@ private:
             if (capture == 0) return;
             const Capture& outer = state.captures[--capture];
             tree = outer.outer;
-            index = outer.outer_cur == &state.overflow ? outer.outer_cur_index : outer.outer_cur_index;
+            index = outer.outer_cur_index;
         }
     }
 
@@ -1560,22 +1630,12 @@ private:
 
     // `elapsed`: the root scope's ticks. The capture's tree stays with its slot, zeroed, for the next one.
     TRACETREE_DETAIL_INLINE void end_capture(ThreadState& state, std::uint64_t elapsed, bool deliverable) noexcept {
-        Capture& capture = state.captures[--state.capture_depth];
+        Capture& capture = leave_capture(state);
         Arena& arena = state.arena;
-        state.capturing &= ~capture.mask;
-        state.current = capture.outer;
-        point_at(arena, *capture.outer, capture.outer_cur_index);
-        arena.cur = capture.outer_cur;
-        arena.values = capture.outer_values;
         Tree& tree = *capture.tree;
         try {
-            const Nanos cost = elapsed < capture.below ? Nanos(0) : to_nanos(elapsed, ns_per_tick());
-            const bool wanted =
-                deliverable && elapsed >= capture.below &&
-                std::any_of(capture.sessions.begin(), capture.sessions.end(), [&](const auto& session) {
-                    return cost >= session->min_cost && session->reserved.load(std::memory_order_relaxed) < session->limit;
-                });
-            if (wanted) {  // cheap invocations skip building values
+            if (deliverable && wanted(capture, elapsed)) {  // cheap invocations skip building values
+                const Nanos cost = to_nanos(elapsed, ns_per_tick());
                 std::vector<Node> roots;
                 {
                     std::lock_guard<std::mutex> lock(state.mutex);
@@ -1601,6 +1661,27 @@ private:
             tree.messages.clear();
             tree.values.clear();
         }
+    }
+
+    // Back to the tree the innermost capture was started from, where it was started.
+    Capture& leave_capture(ThreadState& state) noexcept {
+        Capture& capture = state.captures[--state.capture_depth];
+        Arena& arena = state.arena;
+        state.capturing &= ~capture.mask;
+        state.current = capture.outer;
+        point_at(arena, *capture.outer, capture.outer_cur_index);
+        arena.cur = capture.outer_cur;
+        arena.values = capture.outer_values;
+        return capture;
+    }
+
+    // Whether a session of `capture` wants an invocation that took `elapsed` ticks.
+    bool wanted(const Capture& capture, std::uint64_t elapsed) const noexcept {
+        if (elapsed < capture.below) return false;
+        const Nanos cost = to_nanos(elapsed, ns_per_tick());
+        return std::any_of(capture.sessions.begin(), capture.sessions.end(), [&](const auto& session) {
+            return cost >= session->min_cost && session->reserved.load(std::memory_order_relaxed) < session->limit;
+        });
     }
 
     // Adds a finished capture to the tree it was started from, as if it had been recorded there.
