@@ -247,6 +247,43 @@ const tracetree::Node* child_at(const std::vector<tracetree::Node>& nodes, const
 }
 }  // namespace
 
+TEST_CASE("run-time names that differ in one byte, anywhere, or only in trailing NUL bytes are different names") {
+    // Lengths around the 8-byte words the table compares and its 24-byte head: every name of each
+    // length differs from the others in exactly one byte; and "z", "z\0", "z\0\0" differ in size only.
+    std::vector<std::string> names;
+    for (std::size_t size = 0; size <= 33; ++size) {
+        const std::string base(size, 'q');
+        names.push_back(base);
+        for (std::size_t at = 0; at < size; ++at) {
+            std::string changed = base;
+            changed[at] = 'r';
+            names.push_back(changed);
+        }
+    }
+    for (std::size_t nuls = 0; nuls <= 2; ++nuls) names.push_back("z" + std::string(nuls, '\0'));
+    std::vector<std::uint64_t> calls(names.size(), 0);
+    std::vector<int> order;
+    for (int i = 0; i < static_cast<int>(names.size()); ++i)
+        for (int k = 0; k <= i % 3; ++k) order.push_back(i);
+    std::mt19937 random(2024);
+    const auto thread = recorded_by("lookup-one-byte", [&] {
+        for (int pass = 0; pass < 2; ++pass) {
+            std::shuffle(order.begin(), order.end(), random);
+            for (const int i : order) {
+                TRACETREE_SCOPE_DYNAMIC(names[static_cast<std::size_t>(i)]);
+                ++calls[static_cast<std::size_t>(i)];
+            }
+        }
+    });
+    REQUIRE(thread.roots.size() == names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        const tracetree::Node* node = child_named(thread.roots, names[i]);
+        INFO("name of ", names[i].size(), " bytes: ", names[i]);
+        REQUIRE(node != nullptr);
+        CHECK(node->count == calls[i]);
+    }
+}
+
 TEST_CASE("a run-time name counts on its own node under each parent, from each call site, whatever the order") {
     std::vector<std::string> names;
     for (int i = 0; i < 12; ++i) names.push_back("n" + std::to_string(i));  // compared in the table entry

@@ -476,3 +476,53 @@ TEST_CASE("a capture whose tree has no room for its root is given up, and its in
     CHECK(b->children.empty());
     CHECK(b->dropped == 1);
 }
+
+TEST_CASE("a run-time name under a capture that was given up leads the next capture nowhere else") {
+    const tracetree::Limits saved = tracetree::limits();
+    tracetree::Limits small = saved;
+    small.max_nodes = 16;
+    tracetree::set_limits(small);
+    tracetree::ThreadProfile thread;
+    std::vector<tracetree::Trace> traces;
+    std::thread([&] {
+        using tracetree::detail::Scope;
+        using tracetree::detail::Site;
+        tracetree::set_thread_name("deferred-name");
+        std::deque<std::string> names{"given-up a", "given-up b", "given-up c"};
+        for (int i = 0; i < 14; ++i) names.push_back("a's child " + std::to_string(i));
+        std::deque<Site> sites;
+        for (const std::string& name : names) sites.emplace_back(name.c_str(), __FILE__, 1, tracetree::detail::SiteKind::scope);
+        const auto named = [] { TRACETREE_SCOPE_DYNAMIC(std::string("n")); };
+        const auto under = [&](std::size_t root) {
+            const Scope scope(sites[root]);
+            named();
+        };
+        under(1);  // the thread's tree: root, b, n under b, c, n under c
+        under(2);
+        TraceSession session(request("given-up *", 0ms, 0));
+        named();  // n decided unwatched for the new sessions: from here it takes the inline path
+        {  // a's capture fills the only capture tree: root, a and 14 children
+            const Scope a(sites[0]);
+            for (std::size_t i = 3; i < sites.size(); ++i) {
+                const Scope child(sites[i]);
+            }
+        }
+        under(1);  // b's capture has no room and is given up when n is entered under b
+        under(2);  // likewise c's: n is entered under c, not where it was last
+        while (std::optional<tracetree::Trace> trace = session.next(0ms)) traces.push_back(std::move(*trace));
+        const tracetree::Profile profile = tracetree::profile();
+        if (const tracetree::ThreadProfile* found = find_thread(profile, "deferred-name")) thread = *found;
+    }).join();
+    tracetree::set_limits(saved);
+    REQUIRE(traces.size() == 1);
+    CHECK(traces[0].root.name == "given-up a");
+    for (const char* name : {"given-up b", "given-up c"}) {
+        INFO(name);
+        const tracetree::Node* root = find_root(thread, name);
+        REQUIRE(root != nullptr);
+        CHECK(root->count == 2);
+        REQUIRE(root->children.size() == 1);
+        CHECK(root->children[0].name == "n");
+        CHECK(root->children[0].count == 2);
+    }
+}

@@ -210,7 +210,7 @@ struct Arena {
     NodeRecord* const* chunks = nullptr;  // a fixed table of chunk pointers: never reallocated
     const std::uint32_t* slots = nullptr;  // (parent, site) -> child index, open addressing; 0: empty
     std::uint32_t slot_mask = 0;
-    NodeRecord* cur = nullptr;  // the innermost open scope's node (the tree's root at depth 0)
+    NodeRecord* cur = nullptr;  // the innermost open scope's node (the root at depth 0; the runtime's guard while a capture waits)
     std::uint32_t cur_index = 0;
     std::uint32_t depth = 0;
     // The nesting limit; 0 sends every scope to the runtime (a reset is pending, a scope past the node
@@ -270,10 +270,11 @@ struct Arena {
             ++depth;
             return cur;
         }
-        const std::uint32_t parent = cur_index;
         NodeRecord* node = enter(nullptr, name.info);
-        if (node != nullptr && cur_index != parent && main_tree) {  // a node of the tree, not the overflow's
-            name.parent = parent;
+        // A node of the thread's tree (not the overflow); its parent read from it, as the arena may have
+        // moved on the way (a deferred capture that started, or was given up).
+        if (node != nullptr && main_tree && node == at(cur_index)) {
+            name.parent = node->parent;
             name.child = cur_index;
             dynamic_nodes[&name - dynamic] = cur_index;
         }

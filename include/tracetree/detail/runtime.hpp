@@ -297,6 +297,7 @@ struct Capture {  // one invocation being recorded for trace sessions, on its ow
     std::uint64_t below = 0;           // fewer ticks than this are below every session's min_cost
     bool values = false;               // a session wants TRACETREE_WATCH values
     std::uint8_t outer_values = 0;     // the arena's wish for values before this capture
+    const NodeRecord* deferred_from = nullptr;  // started late (begin()): its scope's node in `outer`
 };
 
 // A scope watched by stack, watch or monitor sessions, while it runs.
@@ -334,7 +335,7 @@ struct ThreadState {
     NodeRecord overflow;         // entered by a scope past the node limit: what it calls is dropped with it
     // The arena's current node while a watched scope's capture is deferred (begin()): no call site
     // matches it and its index is no node's, so the first scope, throw or drop under that scope
-    // reaches the runtime, which starts the capture first. `parent` is the scope's node.
+    // reaches the runtime, which starts the capture first. `parent` is the scope's node's index.
     NodeRecord deferred;
     std::atomic<bool> in_overflow{false};
     std::atomic<bool> retired{false};
@@ -448,6 +449,18 @@ inline constexpr std::uint8_t kDeferredCapture = 16;
 inline constexpr std::uint32_t kDeferredIndex = 0xFFFFFFFEu;
 inline constexpr std::size_t kMaxValuesPerScope = 64;  // TRACETREE_WATCH values kept per scope and invocation
 inline constexpr std::size_t kRetiredKept = 16;  // exited threads' states kept before they are freed
+
+// Whether the arena is where the end of `scope` expects it: at the scope's node; for a deferred
+// capture, at the guard while it waits, or at the scope's node in the capture's tree once started.
+inline bool at_innermost(const Scope& scope) noexcept {
+    const Arena& arena = *scope.arena_;
+    if (arena.cur == scope.node_) return true;
+    if ((scope.slow_ & kDeferredCapture) == 0) return false;
+    const auto& state = *static_cast<const ThreadState*>(arena.state);
+    if (arena.cur == &state.deferred) return state.current->at(state.deferred.parent) == scope.node_;
+    return state.capture_depth != 0 && state.captures[state.capture_depth - 1].deferred_from == scope.node_ &&
+           arena.cur->parent == 0 && arena.cur->site == scope.node_->site;
+}
 
 inline const SessionState*& callback_session() noexcept {  // whose callback this thread is running
     static thread_local const SessionState* session = nullptr;
@@ -1258,10 +1271,9 @@ private:
             slots[slot] = DynamicSlot{static_cast<std::uint32_t>(hash >> 32), entry + 1};
         };
         try {
-            if (count == state.dynamic.capacity()) {  // grown here, where a failure leaves the two alike
-                state.dynamic.reserve(count == 0 ? 64 : 2 * std::size_t{count});
-                state.dynamic_nodes.reserve(state.dynamic.capacity());
-            }
+            // Grown here, where a failure only loses this name: the appends below cannot throw.
+            if (count == state.dynamic.capacity()) state.dynamic.reserve(count == 0 ? 64 : 2 * std::size_t{count});
+            if (count == state.dynamic_nodes.capacity()) state.dynamic_nodes.reserve(state.dynamic.capacity());
             if (4 * (count + 1) > 3 * state.dynamic_slots.size()) {  // at most 3/4 full
                 std::vector<DynamicSlot> bigger(state.dynamic_slots.empty() ? 64 : 2 * state.dynamic_slots.size());
                 for (std::uint32_t i = 0; i < count; ++i) place(bigger, state.dynamic[i].hash, i);
@@ -1378,6 +1390,7 @@ private:
         capture.outer_cur = arena.cur;
         capture.outer_cur_index = arena.cur_index;
         capture.outer_values = arena.values;
+        capture.deferred_from = nullptr;
         ++state.capture_depth;
         state.capturing |= capture.mask;
         state.current = capture.tree.get();
@@ -1404,6 +1417,7 @@ private:
         }
         arena.cur = arena.at(index);
         arena.cur_index = index;
+        state.captures[state.capture_depth - 1].deferred_from = node;
     }
 
     // Starts watching this invocation for stack, watch and monitor sessions; false when it cannot.
