@@ -425,21 +425,48 @@ TEST_CASE("a capture that never starts leaves the same profile, and no trace") {
     CHECK(session.captured() == 0);
 }
 
-TEST_CASE("a capture whose tree has no room for its root is given up, and its invocation recorded as usual") {
-    const tracetree::Limits saved = tracetree::limits();
-    tracetree::Limits small = saved;
-    small.max_nodes = 16;  // the root and 15 nodes a tree, for trees made from now on
-    tracetree::set_limits(small);
+namespace deferred {
+// Scope sites made at run time, one per name (deques keep both in place).
+struct NamedSites {
+    std::deque<std::string> names;
+    std::deque<tracetree::detail::Site> sites;
+    NamedSites(std::deque<std::string> first, const std::string& more, int count) : names(std::move(first)) {
+        for (int i = 1; i <= count; ++i) names.push_back(more + std::to_string(i));
+        for (const std::string& name : names) sites.emplace_back(name.c_str(), __FILE__, 1, tracetree::detail::SiteKind::scope);
+    }
+    tracetree::detail::Site& operator[](std::size_t i) { return sites[i]; }
+    std::size_t size() const { return sites.size(); }
+};
+
+// What `body` records on a new thread whose trees hold 16 nodes (the root and 15): the thread's
+// profile, and the traces delivered to the session `body` starts and returns.
+struct SmallTrees {
     tracetree::ThreadProfile thread;
     std::vector<tracetree::Trace> traces;
+};
+template <class Body>
+SmallTrees with_small_trees(const std::string& thread_name, Body body) {
+    const tracetree::Limits saved = tracetree::limits();
+    tracetree::Limits small = saved;
+    small.max_nodes = 16;  // for trees made from now on: the new thread's
+    tracetree::set_limits(small);
+    SmallTrees result;
     std::thread([&] {
-        using tracetree::detail::Scope;
-        using tracetree::detail::Site;
-        tracetree::set_thread_name("deferred-full");
-        std::deque<std::string> names{"deferred.full a", "deferred.full b", "b's child"};
-        for (int i = 1; i <= 14; ++i) names.push_back("a's child " + std::to_string(i));
-        std::deque<Site> sites;
-        for (const std::string& name : names) sites.emplace_back(name.c_str(), __FILE__, 1, tracetree::detail::SiteKind::scope);
+        tracetree::set_thread_name(thread_name);
+        TraceSession session = body();
+        while (std::optional<tracetree::Trace> trace = session.next(0ms)) result.traces.push_back(std::move(*trace));
+        const tracetree::Profile profile = tracetree::profile();
+        if (const tracetree::ThreadProfile* found = find_thread(profile, thread_name)) result.thread = *found;
+    }).join();
+    tracetree::set_limits(saved);
+    return result;
+}
+}  // namespace deferred
+
+TEST_CASE("a capture whose tree has no room for its root is given up, and its invocation recorded as usual") {
+    using tracetree::detail::Scope;
+    deferred::NamedSites sites({"deferred.full a", "deferred.full b", "b's child"}, "a's child ", 14);
+    const deferred::SmallTrees run = deferred::with_small_trees("deferred-full", [&] {
         {  // b's node in the thread's tree, before any capture
             const Scope b(sites[1]);
         }
@@ -457,16 +484,13 @@ TEST_CASE("a capture whose tree has no room for its root is given up, and its in
         {
             const Scope b(sites[1]);  // a leaf, wanted at its end: still no room
         }
-        while (std::optional<tracetree::Trace> trace = session.next(0ms)) traces.push_back(std::move(*trace));
-        const tracetree::Profile profile = tracetree::profile();
-        if (const tracetree::ThreadProfile* found = find_thread(profile, "deferred-full")) thread = *found;
-    }).join();
-    tracetree::set_limits(saved);
-    REQUIRE(traces.size() == 1);
-    CHECK(traces[0].root.name == "deferred.full a");
-    CHECK(traces[0].root.children.size() == 14);
-    const tracetree::Node* a = find_root(thread, "deferred.full a");
-    const tracetree::Node* b = find_root(thread, "deferred.full b");
+        return session;
+    });
+    REQUIRE(run.traces.size() == 1);
+    CHECK(run.traces[0].root.name == "deferred.full a");
+    CHECK(run.traces[0].root.children.size() == 14);
+    const tracetree::Node* a = find_root(run.thread, "deferred.full a");
+    const tracetree::Node* b = find_root(run.thread, "deferred.full b");
     REQUIRE(a != nullptr);
     REQUIRE(b != nullptr);
     CHECK(a->count == 1);
@@ -478,25 +502,14 @@ TEST_CASE("a capture whose tree has no room for its root is given up, and its in
 }
 
 TEST_CASE("a run-time name under a capture that was given up leads the next capture nowhere else") {
-    const tracetree::Limits saved = tracetree::limits();
-    tracetree::Limits small = saved;
-    small.max_nodes = 16;
-    tracetree::set_limits(small);
-    tracetree::ThreadProfile thread;
-    std::vector<tracetree::Trace> traces;
-    std::thread([&] {
-        using tracetree::detail::Scope;
-        using tracetree::detail::Site;
-        tracetree::set_thread_name("deferred-name");
-        std::deque<std::string> names{"given-up a", "given-up b", "given-up c"};
-        for (int i = 0; i < 14; ++i) names.push_back("a's child " + std::to_string(i));
-        std::deque<Site> sites;
-        for (const std::string& name : names) sites.emplace_back(name.c_str(), __FILE__, 1, tracetree::detail::SiteKind::scope);
-        const auto named = [] { TRACETREE_SCOPE_DYNAMIC(std::string("n")); };
-        const auto under = [&](std::size_t root) {
-            const Scope scope(sites[root]);
-            named();
-        };
+    using tracetree::detail::Scope;
+    deferred::NamedSites sites({"given-up a", "given-up b", "given-up c"}, "a's child ", 14);
+    const auto named = [] { TRACETREE_SCOPE_DYNAMIC(std::string("n")); };
+    const auto under = [&](std::size_t root) {
+        const Scope scope(sites[root]);
+        named();
+    };
+    const deferred::SmallTrees run = deferred::with_small_trees("deferred-name", [&] {
         under(1);  // the thread's tree: root, b, n under b, c, n under c
         under(2);
         TraceSession session(request("given-up *", 0ms, 0));
@@ -509,16 +522,13 @@ TEST_CASE("a run-time name under a capture that was given up leads the next capt
         }
         under(1);  // b's capture has no room and is given up when n is entered under b
         under(2);  // likewise c's: n is entered under c, not where it was last
-        while (std::optional<tracetree::Trace> trace = session.next(0ms)) traces.push_back(std::move(*trace));
-        const tracetree::Profile profile = tracetree::profile();
-        if (const tracetree::ThreadProfile* found = find_thread(profile, "deferred-name")) thread = *found;
-    }).join();
-    tracetree::set_limits(saved);
-    REQUIRE(traces.size() == 1);
-    CHECK(traces[0].root.name == "given-up a");
+        return session;
+    });
+    REQUIRE(run.traces.size() == 1);
+    CHECK(run.traces[0].root.name == "given-up a");
     for (const char* name : {"given-up b", "given-up c"}) {
         INFO(name);
-        const tracetree::Node* root = find_root(thread, name);
+        const tracetree::Node* root = find_root(run.thread, name);
         REQUIRE(root != nullptr);
         CHECK(root->count == 2);
         REQUIRE(root->children.size() == 1);
