@@ -271,7 +271,9 @@ int timing_mode(int rounds) {
     ticks_per_us();
 
     // Snapshots first, while nothing else is recorded: the profile holds the tree and little more.
-    const int small_count = std::max(3, rounds / 50), large_count = std::max(3, rounds / 200);
+    // Enough snapshots that the first, which pays for fresh memory (a page fault per 4 KiB of values),
+    // stays in the spread and out of the median.
+    const int small_count = std::max(5, rounds / 10), large_count = std::max(5, rounds / 25);
     const Snapshots small = snapshots(kSmallTree, static_cast<std::uint64_t>(small_count), true);
     const Snapshots large = snapshots(kLargeTree, static_cast<std::uint64_t>(large_count), true);
     // For comparison: the same small tree while its thread waits, so nothing writes what the snapshot reads.
