@@ -153,18 +153,13 @@ inline NameKey name_key(const char* data, std::size_t size, std::uint64_t seed) 
     return key;
 }
 
-// A run-time name seen on this thread: one cache line holds what a call needs to find its node. The
-// name's head is compared here, not at `info` (one cache miss fewer, two when the name is short), and
-// the node it had under its last parent is reused while the parent is the same.
+// A run-time name seen on this thread: one cache line holds what tells it from every other name.
+// The name's head is compared here, not at `info` (one cache miss fewer, two when the name is short).
 struct alignas(64) DynamicEntry {
-    static constexpr std::uint32_t kNoParent = ~std::uint32_t{0};
     const SiteInfo* info = nullptr;
     const SiteInfo* origin = nullptr;  // the macro's call site
     std::uint64_t hash = 0;
     std::uint32_t size = 0;
-    // Its node in the thread's own tree (indices there never change): `child` under `parent`.
-    std::uint32_t parent = kNoParent;
-    std::uint32_t child = 0;
     std::uint64_t head[NameKey::kHeadWords] = {};
 
     bool same(const SiteInfo* origin_, const char* name, std::uint32_t size_, const NameKey& key) const noexcept {
@@ -182,6 +177,16 @@ static_assert(sizeof(DynamicEntry) == 64, "a run-time name's entry is one cache 
 struct DynamicSlot {
     std::uint32_t tag = 0;    // the hash's upper half
     std::uint32_t entry = 0;  // 1 + the entry's index; 0: an empty slot
+};
+
+// By entry, the node a name had the last time: `child` under `parent`, in the thread's own tree
+// (indices there never change). Kept apart from the entries, eight bytes a name, so that it stays in
+// the cache and the node is fetched at once: only the comparison waits for the entry, and the
+// processor runs ahead of it on the prediction that the name is the one found.
+struct DynamicLink {
+    static constexpr std::uint32_t kNoParent = ~std::uint32_t{0};
+    std::uint32_t parent = kNoParent;
+    std::uint32_t child = 0;
 };
 
 // A tree's child index: open addressing over (parent index, site) -> child index; 0 is an empty slot.
@@ -224,7 +229,7 @@ struct Arena {
     const DynamicSlot* dynamic_slots = nullptr;
     std::uint32_t dynamic_mask = 0;
     DynamicEntry* dynamic = nullptr;
-    std::uint32_t* dynamic_nodes = nullptr;  // by entry, its `child`: read before the entry to prefetch the node
+    DynamicLink* dynamic_links = nullptr;
     bool main_tree = false;  // recording into the thread's own tree, not a capture's
     std::atomic<std::uint32_t> max_name_length{0};  // set_limits() changes it while the owner records
     // TRACETREE_THROW's site, read by the runtime's throw hook.
@@ -261,23 +266,20 @@ struct Arena {
         return node;
     }
 
-    // A run-time name's node: the one it had the last time, when the parent is the same and the tree
-    // the thread's own; else as enter() finds it, remembered for next time.
-    TRACETREE_DETAIL_INLINE NodeRecord* enter(DynamicEntry& name) noexcept {
-        if (name.parent == cur_index && main_tree && depth < depth_limit.load(std::memory_order_relaxed)) {
-            cur_index = name.child;
+    // The node of run-time name number `name`: the one it had the last time, when the parent is the
+    // same and the tree the thread's own; else as enter() finds it, remembered for next time.
+    TRACETREE_DETAIL_INLINE NodeRecord* enter(std::uint32_t name, const SiteInfo* info) noexcept {
+        DynamicLink& link = dynamic_links[name];
+        if (link.parent == cur_index && main_tree && depth < depth_limit.load(std::memory_order_relaxed)) {
+            cur_index = link.child;
             cur = at(cur_index);
             ++depth;
             return cur;
         }
-        NodeRecord* node = enter(nullptr, name.info);
+        NodeRecord* node = enter(nullptr, info);
         // A node of the thread's tree (not the overflow); its parent read from it, as the arena may have
         // moved on the way (a deferred capture that started, or was given up).
-        if (node != nullptr && main_tree && node == at(cur_index)) {
-            name.parent = node->parent;
-            name.child = cur_index;
-            dynamic_nodes[&name - dynamic] = cur_index;
-        }
+        if (node != nullptr && main_tree && node == at(cur_index)) link = DynamicLink{node->parent, cur_index};
         return node;
     }
 
@@ -463,12 +465,13 @@ public:
 private:
     // Unwatched sites go straight to the tree: with sessions running, a site decided for this epoch
     // and watched by none costs a load and a compare, not a match.
-    TRACETREE_DETAIL_INLINE void begin(Arena& arena, Site* site, const SiteInfo* info, DynamicEntry* name = nullptr) noexcept {
+    static constexpr std::uint32_t kNoName = ~std::uint32_t{0};
+    TRACETREE_DETAIL_INLINE void begin(Arena& arena, Site* site, const SiteInfo* info, std::uint32_t name = kNoName) noexcept {
         const std::uint8_t flags = arena.flags.load(std::memory_order_relaxed);
         if (flags == kRecording ||
             (flags == (kRecording | kSessions) &&
              info->watch.load(std::memory_order_relaxed) == arena.epoch_word.load(std::memory_order_relaxed))) {
-            node_ = name != nullptr ? arena.enter(*name) : arena.enter(site, info);
+            node_ = name != kNoName ? arena.enter(name, info) : arena.enter(site, info);
             if (node_ == nullptr) return;
             arena_ = &arena;
             slow_ = 0;
@@ -491,12 +494,9 @@ private:
             const DynamicSlot found = arena.dynamic_slots[slot];
             if (found.entry == 0) break;
             if (found.tag != tag) continue;
-            // The node the name had at its last call is fetched while its entry is: with many names
-            // both miss the cache, and the two misses overlap instead of following one another.
-            if (arena.main_tree) __builtin_prefetch(arena.at(arena.dynamic_nodes[found.entry - 1]), 1);
-            DynamicEntry& entry = arena.dynamic[found.entry - 1];
+            const DynamicEntry& entry = arena.dynamic[found.entry - 1];
             if (entry.same(origin, name.data, size, key)) {
-                begin(arena, nullptr, entry.info, &entry);
+                begin(arena, nullptr, entry.info, found.entry - 1);
                 return;
             }
         }

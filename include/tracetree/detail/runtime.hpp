@@ -362,7 +362,7 @@ struct ThreadState {
     // Run-time names seen on this thread, in the order first seen (Arena::dynamic*).
     std::vector<DynamicSlot> dynamic_slots;
     std::vector<DynamicEntry> dynamic;
-    std::vector<std::uint32_t> dynamic_nodes;
+    std::vector<DynamicLink> dynamic_links;
     std::vector<std::pair<std::string, std::string>> annotations;
     std::uint32_t timeline_depth = 0;
 
@@ -1258,7 +1258,7 @@ private:
     }
 
     void remember_dynamic(ThreadState& state, Arena& arena, const SiteInfo* site) noexcept {
-        // No more names than the thread has nodes: the table (160 bytes a name at most, entries and
+        // No more names than the thread has nodes: the table (170 bytes a name at most, entries and
         // slots grown by doubling) stays within three times the tree's memory, which max_total_nodes
         // bounds; the rest are looked up each time.
         const auto count = static_cast<std::uint32_t>(state.dynamic.size());
@@ -1273,7 +1273,7 @@ private:
         try {
             // Grown here, where a failure only loses this name: the appends below cannot throw.
             if (count == state.dynamic.capacity()) state.dynamic.reserve(count == 0 ? 64 : 2 * std::size_t{count});
-            if (count == state.dynamic_nodes.capacity()) state.dynamic_nodes.reserve(state.dynamic.capacity());
+            if (count == state.dynamic_links.capacity()) state.dynamic_links.reserve(state.dynamic.capacity());
             if (4 * (count + 1) > 3 * state.dynamic_slots.size()) {  // at most 3/4 full
                 std::vector<DynamicSlot> bigger(state.dynamic_slots.empty() ? 64 : 2 * state.dynamic_slots.size());
                 for (std::uint32_t i = 0; i < count; ++i) place(bigger, state.dynamic[i].hash, i);
@@ -1283,7 +1283,7 @@ private:
             return;
         }
         DynamicEntry& entry = state.dynamic.emplace_back();
-        state.dynamic_nodes.push_back(0);
+        state.dynamic_links.emplace_back();
         entry.info = site;
         entry.origin = site->origin;
         entry.hash = key.hash;
@@ -1293,7 +1293,7 @@ private:
         arena.dynamic_slots = state.dynamic_slots.data();
         arena.dynamic_mask = static_cast<std::uint32_t>(state.dynamic_slots.size() - 1);
         arena.dynamic = state.dynamic.data();
-        arena.dynamic_nodes = state.dynamic_nodes.data();
+        arena.dynamic_links = state.dynamic_links.data();
     }
 
     // ---- sessions and captures ----
