@@ -678,9 +678,11 @@ public:
                 made->SiteInfo::name = made->name.data();
                 made->name_size = static_cast<std::uint32_t>(size);
                 made->interned = true;
-                site = made.get();
-                name_bytes_ += held_bytes(key, size, made->file);
-                sites_.emplace(std::move(key), std::move(made));
+                const std::uint64_t bytes = held_bytes(key, size, made->file);
+                const InternedSite* kept = made.get();
+                sites_.emplace(std::move(key), std::move(made));  // may throw: then `made` is freed
+                site = kept;
+                name_bytes_ += bytes;
             }
         } catch (...) {  // out of memory: as over the budget
         }
@@ -756,6 +758,7 @@ public:
         const std::uint32_t line = arena.throw_line;
         arena.throw_file = nullptr;
         arena.throw_line = 0;
+        if (out_of_memory(object, type)) return;
         if ((arena.flags.load() & kRecording) == 0 || arena.depth == 0 || arena.cur == &state->overflow) return;
         if (arena.cur == &state->deferred) start_deferred_capture(*state);
         try {
@@ -1104,6 +1107,19 @@ private:
 
     // what() when the thrown type derives from std::exception: the check a `catch (std::exception&)`
     // makes, through the type_info interface libstdc++ exposes.
+    // Out of memory gets no throw node: making one needs memory, and the runtime's own allocations
+    // throw it while holding locks (the site table's, a thread's, the chunk pool's) that recording it
+    // would take again. The scopes it leaves still count their calls as left by an exception.
+    static bool out_of_memory(void* object, const std::type_info* type) noexcept {
+        if (type == nullptr) return false;
+#if defined(__GLIBCXX__)
+        void* adjusted = object;
+        return typeid(std::bad_alloc).__do_catch(type, &adjusted, 1);
+#else
+        (void)object;
+        return *type == typeid(std::bad_alloc);
+#endif
+    }
     static std::optional<std::string> what(void* object, const std::type_info* type) {
 #if defined(__GLIBCXX__)
         void* adjusted = object;
@@ -1279,7 +1295,9 @@ private:
                 for (std::uint32_t i = 0; i < count; ++i) place(bigger, state.dynamic[i].hash, i);
                 state.dynamic_slots.swap(bigger);
             }
-        } catch (...) {
+        } catch (...) {  // out of memory: this name is looked up each time; the arrays that grew have moved
+            arena.dynamic = state.dynamic.data();
+            arena.dynamic_links = state.dynamic_links.data();
             return;
         }
         DynamicEntry& entry = state.dynamic.emplace_back();

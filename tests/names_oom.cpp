@@ -1,0 +1,144 @@
+// Out of memory while a thread's table of run-time names grows: the new name is only looked up each
+// time, and every name seen before is still found and counted exactly. Each of the first allocations
+// made for a new name fails in turn, on a fresh thread, after 1 to kNames names: so every growth of
+// every array of the table meets a failure at every one of its steps. Under ASan a table read
+// through a pointer that the failed growth left stale is a use after free.
+//
+// Its own program: it replaces operator new (on the current thread, the k-th allocation from now fails).
+#include <tracetree/all.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__SANITIZE_THREAD__)
+#define NAMES_OOM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NAMES_OOM_TSAN 1
+#endif
+#endif
+
+namespace {
+thread_local int t_fail_in = 0;  // 0: off; else the allocation that throws, counting this one as 1
+
+constexpr int kNames = 140;    // past two growths of the entries (64, 128) and three of the index
+constexpr int kFailures = 16;  // the allocations of a new name that fail in turn (it makes about 10)
+
+int g_failed = 0;
+void fail(const std::string& what) {
+    std::fprintf(stderr, "names-oom: FAIL: %s\n", what.c_str());
+    ++g_failed;
+}
+
+void named(const std::string& name) { TRACETREE_SCOPE_DYNAMIC(name); }
+
+// `before` names twice, then a new one while the k-th allocation fails, then the `before` ones once more.
+void run(const std::vector<std::string>& names, int before, int k) {
+    const std::string thread = "oom-" + names[0] + "-" + std::to_string(before) + "-" + std::to_string(k);
+    tracetree::set_thread_name(thread);
+    {
+        TRACETREE_SCOPE("top");
+        for (int round = 0; round < 2; ++round)
+            for (int i = 0; i < before; ++i) named(names[static_cast<std::size_t>(i)]);
+        t_fail_in = k;
+        named(names[static_cast<std::size_t>(before)]);
+        t_fail_in = 0;
+        for (int i = 0; i < before; ++i) named(names[static_cast<std::size_t>(i)]);
+    }
+    const tracetree::Profile profile = tracetree::profile();
+    const tracetree::Node* top = nullptr;
+    for (const auto& t : profile.threads)
+        if (t.thread_name == thread)
+            for (const auto& root : t.roots)
+                if (root.name == "top") top = &root;
+    if (top == nullptr) return fail(thread + ": no top node");
+    std::vector<std::uint64_t> counts(static_cast<std::size_t>(before), 0);
+    for (const tracetree::Node& child : top->children)
+        for (int i = 0; i < before; ++i)
+            if (child.name == names[static_cast<std::size_t>(i)]) counts[static_cast<std::size_t>(i)] += child.count;
+    for (int i = 0; i < before; ++i)
+        if (counts[static_cast<std::size_t>(i)] != 3)
+            fail(thread + ": " + names[static_cast<std::size_t>(i)] + " counted " +
+                 std::to_string(counts[static_cast<std::size_t>(i)]) + " times, not 3");
+}
+}  // namespace
+
+// TSan's runtime (clang's, linked statically) defines operator new itself: there the test is skipped.
+#ifndef NAMES_OOM_TSAN
+namespace {
+void* allocate(std::size_t size, std::size_t alignment = 0) noexcept {  // null: this one fails
+    if (t_fail_in > 0 && --t_fail_in == 0) return nullptr;
+    if (alignment == 0) return std::malloc(size != 0 ? size : 1);
+    return std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);  // a multiple of it
+}
+void* allocate_or_throw(std::size_t size, std::size_t alignment = 0) {
+    if (void* pointer = allocate(size, alignment)) return pointer;
+    throw std::bad_alloc();
+}
+// Out of line: g++ would otherwise see free() given what operator new returned (-Wmismatched-new-delete).
+[[gnu::noinline]] void release(void* pointer) noexcept { std::free(pointer); }
+std::size_t bytes(std::align_val_t alignment) { return static_cast<std::size_t>(alignment); }
+}  // namespace
+
+void* operator new(std::size_t size) { return allocate_or_throw(size); }
+void* operator new[](std::size_t size) { return allocate_or_throw(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
+void operator delete(void* pointer) noexcept { release(pointer); }
+void operator delete[](void* pointer) noexcept { release(pointer); }
+void operator delete(void* pointer, std::size_t) noexcept { release(pointer); }
+void operator delete[](void* pointer, std::size_t) noexcept { release(pointer); }
+void operator delete(void* pointer, const std::nothrow_t&) noexcept { release(pointer); }
+void operator delete[](void* pointer, const std::nothrow_t&) noexcept { release(pointer); }
+// The over-aligned ones: the table's entries are cache lines.
+void* operator new(std::size_t size, std::align_val_t alignment) { return allocate_or_throw(size, bytes(alignment)); }
+void* operator new[](std::size_t size, std::align_val_t alignment) { return allocate_or_throw(size, bytes(alignment)); }
+void* operator new(std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
+    return allocate(size, bytes(alignment));
+}
+void* operator new[](std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
+    return allocate(size, bytes(alignment));
+}
+void operator delete(void* pointer, std::align_val_t) noexcept { release(pointer); }
+void operator delete[](void* pointer, std::align_val_t) noexcept { release(pointer); }
+void operator delete(void* pointer, std::size_t, std::align_val_t) noexcept { release(pointer); }
+void operator delete[](void* pointer, std::size_t, std::align_val_t) noexcept { release(pointer); }
+void operator delete(void* pointer, std::align_val_t, const std::nothrow_t&) noexcept { release(pointer); }
+void operator delete[](void* pointer, std::align_val_t, const std::nothrow_t&) noexcept { release(pointer); }
+
+#endif
+
+int main() {
+#ifdef NAMES_OOM_TSAN
+    std::printf("names-oom: skipped under TSan, whose runtime owns operator new\n");
+    return 77;
+#endif
+    // New names: the failures hit the name's interning first, then, once it is interned (by the
+    // thread whose failure came after it), the table's growth.
+    std::vector<std::string> fresh, interned;
+    for (int i = 0; i <= kNames; ++i) {
+        fresh.push_back("GET /names/fresh/" + std::to_string(i));
+        interned.push_back("GET /names/interned/" + std::to_string(i));
+    }
+    // Names another thread has already interned: only the table grows, so every one of its steps fails.
+    std::thread([&] {
+        for (const std::string& name : interned) named(name);
+    }).join();
+    tracetree::reset();
+    for (const std::vector<std::string>* names : {&fresh, &interned})
+        for (int before = 1; before < kNames; ++before)
+            for (int k = 1; k <= kFailures; ++k) {
+                std::thread thread(run, std::cref(*names), before, k);
+                thread.join();
+                tracetree::reset();  // forgets the exited thread: every profile() above stays small
+            }
+    if (g_failed != 0) return 1;
+    std::printf("names-oom: %d threads, each failing one allocation of a new run-time name: every known name counted exactly\n",
+                2 * (kNames - 1) * kFailures);
+    return 0;
+}
