@@ -1,25 +1,29 @@
-// Out of memory while a thread's table of run-time names grows: the new name is only looked up each
-// time, and every name seen before is still found and counted exactly. Each of the first allocations
-// made for a new name fails in turn, on a fresh thread, after 1 to kNames names: so every growth of
-// every array of the table meets a failure at every one of its steps. Under ASan a table read
-// through a pointer that the failed growth left stale is a use after free.
+// Out of memory on the recording thread: one allocation fails, each in turn, on a fresh thread, and
+// everything recorded before and after it is still counted exactly, with no crash and no deadlock.
+//   - A new run-time name, after 1 to kNames names: the name is only looked up each time; every
+//     growth of every array of the thread's name table meets a failure at each of its steps (under
+//     ASan a table read through a pointer the failed growth left stale is a use after free).
+//   - An invocation captured by a trace (with and without values) with nested scopes, a throw, a
+//     watched value and a run-time name: that invocation's trace may be lost, no other.
 //
 // Its own program: it replaces operator new (on the current thread, the k-th allocation from now fails).
 #include <tracetree/all.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #if defined(__SANITIZE_THREAD__)
-#define NAMES_OOM_TSAN 1
+#define OOM_TSAN 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define NAMES_OOM_TSAN 1
+#define OOM_TSAN 1
 #endif
 #endif
 
@@ -31,11 +35,19 @@ constexpr int kFailures = 16;  // the allocations of a new name that fail in tur
 
 int g_failed = 0;
 void fail(const std::string& what) {
-    std::fprintf(stderr, "names-oom: FAIL: %s\n", what.c_str());
+    std::fprintf(stderr, "out-of-memory: FAIL: %s\n", what.c_str());
     ++g_failed;
 }
 
 void named(const std::string& name) { TRACETREE_SCOPE_DYNAMIC(name); }
+
+const tracetree::Node* root_of(const tracetree::Profile& profile, const std::string& thread, const char* name) {
+    for (const auto& t : profile.threads)
+        if (t.thread_name == thread)
+            for (const auto& root : t.roots)
+                if (root.name == name) return &root;
+    return nullptr;
+}
 
 // `before` names twice, then a new one while the k-th allocation fails, then the `before` ones once more.
 void run(const std::vector<std::string>& names, int before, int k) {
@@ -51,11 +63,7 @@ void run(const std::vector<std::string>& names, int before, int k) {
         for (int i = 0; i < before; ++i) named(names[static_cast<std::size_t>(i)]);
     }
     const tracetree::Profile profile = tracetree::profile();
-    const tracetree::Node* top = nullptr;
-    for (const auto& t : profile.threads)
-        if (t.thread_name == thread)
-            for (const auto& root : t.roots)
-                if (root.name == "top") top = &root;
+    const tracetree::Node* top = root_of(profile, thread, "top");
     if (top == nullptr) return fail(thread + ": no top node");
     std::vector<std::uint64_t> counts(static_cast<std::size_t>(before), 0);
     for (const tracetree::Node& child : top->children)
@@ -66,10 +74,57 @@ void run(const std::vector<std::string>& names, int before, int k) {
             fail(thread + ": " + names[static_cast<std::size_t>(i)] + " counted " +
                  std::to_string(counts[static_cast<std::size_t>(i)]) + " times, not 3");
 }
+
+std::atomic<int> g_traces{0};
+const std::string kTracedName = "GET /traced";
+
+void invocation() {
+    TRACETREE_SCOPE("oom.traced");
+    for (int i = 0; i < 3; ++i) {
+        TRACETREE_SCOPE("oom.child");
+    }
+    try {
+        TRACETREE_SCOPE("oom.thrower");
+        throw std::runtime_error("thrown under a traced scope");
+    } catch (const std::exception&) {  // or the bad_alloc of making it
+    }
+    TRACETREE_WATCH("value", 42);
+    named(kTracedName);
+}
+
+// Two invocations, one while the k-th allocation fails, two more: every scope counted five times,
+// and every invocation but the failing one traced.
+void traced(int k, bool values) {
+    const std::string thread = std::string("oom-traced-") + (values ? "values-" : "") + std::to_string(k);
+    tracetree::set_thread_name(thread);
+    const int before = g_traces.load();
+    invocation();
+    invocation();
+    t_fail_in = k;
+    try {
+        invocation();
+    } catch (const std::bad_alloc&) {  // the allocation that failed was the test's own (or a value's)
+    }
+    t_fail_in = 0;
+    invocation();
+    invocation();
+    if (g_traces.load() - before < 4) fail(thread + ": " + std::to_string(g_traces.load() - before) + " traces, not 4 or 5");
+    const tracetree::Profile profile = tracetree::profile();
+    const tracetree::Node* root = root_of(profile, thread, "oom.traced");
+    if (root == nullptr) return fail(thread + ": no oom.traced node");
+    const auto count = [&](const char* name) {
+        for (const tracetree::Node& child : root->children)
+            if (child.name == name) return child.count;
+        return std::uint64_t{0};
+    };
+    if (root->count != 5 || count("oom.child") != 15 || count("oom.thrower") != 5)
+        fail(thread + ": counted " + std::to_string(root->count) + " invocations, " + std::to_string(count("oom.child")) +
+             " children and " + std::to_string(count("oom.thrower")) + " throwers, not 5, 15 and 5");
+}
 }  // namespace
 
 // TSan's runtime (clang's, linked statically) defines operator new itself: there the test is skipped.
-#ifndef NAMES_OOM_TSAN
+#ifndef OOM_TSAN
 namespace {
 void* allocate(std::size_t size, std::size_t alignment = 0) noexcept {  // null: this one fails
     if (t_fail_in > 0 && --t_fail_in == 0) return nullptr;
@@ -114,8 +169,8 @@ void operator delete[](void* pointer, std::align_val_t, const std::nothrow_t&) n
 #endif
 
 int main() {
-#ifdef NAMES_OOM_TSAN
-    std::printf("names-oom: skipped under TSan, whose runtime owns operator new\n");
+#ifdef OOM_TSAN
+    std::printf("out-of-memory: skipped under TSan, whose runtime owns operator new\n");
     return 77;
 #endif
     // New names: the failures hit the name's interning first, then, once it is interned (by the
@@ -137,8 +192,17 @@ int main() {
                 thread.join();
                 tracetree::reset();  // forgets the exited thread: every profile() above stays small
             }
+    for (const bool values : {false, true}) {
+        tracetree::TraceSession session(tracetree::TraceRequest("oom.traced").limit(0).with_values(values).on_trace(
+            [](const tracetree::Trace&) { g_traces.fetch_add(1); }));
+        for (int k = 1; k <= 2 * kFailures; ++k) {  // an invocation makes about 20
+            std::thread(traced, k, values).join();
+            tracetree::reset();
+        }
+    }
     if (g_failed != 0) return 1;
-    std::printf("names-oom: %d threads, each failing one allocation of a new run-time name: every known name counted exactly\n",
-                2 * (kNames - 1) * kFailures);
+    std::printf("out-of-memory: %d threads, each failing one allocation of a new run-time name, and %d failing one of a "
+                "traced invocation: every call counted exactly\n",
+                2 * (kNames - 1) * kFailures, 2 * 2 * kFailures);
     return 0;
 }
