@@ -1920,7 +1920,8 @@ private:
             [] { static_cast<RuntimeImpl*>(find_recorder())->unlock_after_fork(false); },
             [] { static_cast<RuntimeImpl*>(find_recorder())->unlock_after_fork(true); });
     }
-    void lock_for_fork() noexcept {  // lock order as everywhere: runtime, this thread's own, sites
+    void lock_for_fork() noexcept {  // lock order as everywhere: listeners, runtime, this thread's own, sites
+        listeners_mutex_.lock();
         mutex_.lock();
         if (auto* self = static_cast<ThreadState*>(pthread_getspecific(thread_key_))) self->mutex.lock();
         sites_mutex_.lock();
@@ -1938,6 +1939,7 @@ private:
         sites_mutex_.unlock();
         if (self != nullptr) self->mutex.unlock();
         mutex_.unlock();
+        listeners_mutex_.unlock();
     }
 
     const std::uint64_t anchor_tick_;  // ticks become nanoseconds against this, at snapshot time
