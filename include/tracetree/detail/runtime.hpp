@@ -1105,8 +1105,6 @@ private:
         return name;
     }
 
-    // what() when the thrown type derives from std::exception: the check a `catch (std::exception&)`
-    // makes, through the type_info interface libstdc++ exposes.
     // Out of memory gets no throw node: making one needs memory, and the runtime's own allocations
     // throw it while holding locks (the site table's, a thread's, the chunk pool's) that recording it
     // would take again. The scopes it leaves still count their calls as left by an exception.
@@ -1120,6 +1118,8 @@ private:
         return *type == typeid(std::bad_alloc);
 #endif
     }
+    // what() when the thrown type derives from std::exception: the check a `catch (std::exception&)`
+    // makes, through the type_info interface libstdc++ exposes.
     static std::optional<std::string> what(void* object, const std::type_info* type) {
 #if defined(__GLIBCXX__)
         void* adjusted = object;
