@@ -15,6 +15,10 @@
 #include "detail/recorder.hpp"
 #include "values.hpp"
 
+#if !defined(__cpp_exceptions) && !defined(__EXCEPTIONS)
+#error "tracetree: control.hpp reports bad patterns and limits with exceptions: build this file with exceptions (annotated files, with tracetree.hpp only, may use -fno-exceptions)"
+#endif
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -64,6 +68,9 @@ struct RecorderInfo {
     std::uint64_t spare_nodes = 0;   // freed with exited threads' trees, kept for new ones (at most 65,536)
     std::uint64_t name_bytes = 0;    // memory held by interned run-time names
     std::uint64_t dropped_names = 0; // scopes not recorded: the name budget was full
+    bool throw_hook = false;         // throws are recorded as throw nodes (checked when the recorder starts)
+    std::string throw_hook_note;     // why not, when throw_hook is false
+    bool exported = false;           // copies loaded later (plugins, RTLD_LOCAL too) find this recorder
 };
 RecorderInfo recorder_info();
 

@@ -194,5 +194,6 @@ private:
 TRACETREE_END_NAMESPACE
 
 #include "detail/runtime.hpp"
+#include "detail/throw_hook.hpp"
 
 #endif  // TRACETREE_SESSIONS_HPP

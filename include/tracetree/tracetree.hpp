@@ -11,7 +11,8 @@
 //   tracetree::TraceSession trace(tracetree::TraceRequest("handle").min_cost(10ms).limit(3));
 //   for (auto& t : trace.collect(30s)) tracetree::render(std::cout, t);
 //
-// Reading order of the library, bottom up: this file (configuration, macros) -> detail/recorder.hpp
+// Reading order of the library, bottom up: this file (configuration, macros) -> detail/abi.hpp (the
+// namespace) -> detail/anchor.hpp (finding the process's recorder) -> detail/recorder.hpp
 // (call sites, the per-thread tree, the scope guard) -> values.hpp (plain trees) -> matcher.hpp ->
 // detail/runtime.hpp (threads, sessions, snapshots) -> control.hpp (the public control API) ->
 // render.hpp (Arthas and human text) -> views.hpp (flame graphs, JSON, diffs) -> all.hpp.
@@ -23,12 +24,8 @@
 #define TRACETREE_VERSION_MINOR 2
 #define TRACETREE_VERSION_PATCH 0
 
-// Every entity lives in a versioned inline namespace: two copies of different versions in one
-// process (a plugin built against another release) never bind to each other's inline functions,
-// and the process-wide recorder they join is keyed by the same name.
-#define TRACETREE_ABI v0_2
-#define TRACETREE_BEGIN_NAMESPACE namespace tracetree { inline namespace v0_2 {
-#define TRACETREE_END_NAMESPACE } }
+// The namespace every entity lives in (versioned, and keyed by the standard library's ABI) is
+// defined in detail/abi.hpp, which every header that declares anything includes.
 
 // ---- configuration --------------------------------------------------------------------------
 // One switch, and it only changes macros: files built with and without it link together safely.

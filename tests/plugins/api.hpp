@@ -1,5 +1,5 @@
 // Shared by the plugin tests: what every test library and plugin exports, and what the hosts check
-// about the process (mapped files, published recorders). Libraries and plugins are built from
+// about the process (mapped files, the recorders anchors hold). Libraries and plugins are built from
 // library.cpp, one copy of tracetree each; see meson.build for which is which.
 #ifndef TRACETREE_TESTS_PLUGINS_API_HPP
 #define TRACETREE_TESTS_PLUGINS_API_HPP
@@ -7,6 +7,7 @@
 #include <tracetree/tracetree.hpp>
 #include <tracetree/values.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdlib>
@@ -14,7 +15,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-#include <unistd.h>  // environ
 
 namespace plugins {
 
@@ -53,20 +53,18 @@ inline bool mapped(const std::string& path) {
     return false;
 }
 
-// Environment variables naming a recorder of this process image (any version): every copy of the
-// same version must find the same one, so for one version there must be exactly one.
-inline std::vector<std::string> published_recorders() {
-    char mine[128];
-    tracetree::detail::published_name(mine);
-    const std::string_view image = std::string_view(mine).substr(std::string_view(mine).rfind('_'));
-    std::vector<std::string> found;
-    for (char** entry = environ; *entry != nullptr; ++entry) {
-        const std::string_view var(*entry);
-        const std::string_view name = var.substr(0, var.find('='));
-        if (name.rfind("TRACETREE_RECORDER_", 0) == 0 && name.size() > image.size() &&
-            name.substr(name.size() - image.size()) == image)
-            found.emplace_back(var);
-    }
+// The distinct recorders that this ABI's anchors hold, in every loaded module and this copy: every
+// copy must find the same one, so there is at most one.
+inline std::vector<const void*> anchored_recorders() {
+    std::vector<const void*> found;
+    const auto add = [&found](const void* recorder) {
+        if (recorder != nullptr && std::find(found.begin(), found.end(), recorder) == found.end()) found.push_back(recorder);
+    };
+    add(tracetree::detail::own_anchor().load());
+    tracetree::detail::walk_modules([&](const tracetree::detail::ModuleSymbols& module) {
+        if (const std::atomic<void*>* anchor = module.anchor()) add(anchor->load());
+        return false;
+    });
     return found;
 }
 

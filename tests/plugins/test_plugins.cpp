@@ -114,9 +114,9 @@ TEST_CASE("the executable, two linked libraries and two plugins record into one 
     g_control = &control.api();
     tracetree::reset();
 
-    // Only one recorder: the one this executable published before main; the plugin with control
+    // Only one recorder: the one this executable started before main; the plugin with control
     // code found it instead of starting its own.
-    CHECK(plugins::published_recorders().size() == 1);
+    CHECK(plugins::anchored_recorders().size() == 1);
     CHECK(control.api().recorder() == &tracetree::detail::runtime());
     const tracetree::RecorderInfo info = tracetree::recorder_info();
     CHECK(control.api().module() == info.module);
@@ -178,7 +178,7 @@ TEST_CASE("the executable, two linked libraries and two plugins record into one 
 TEST_CASE("dlclose while a session runs and other threads record: profiles, sessions, rendering go on") {
     tracetree::set_thread_name("plugin-host");
     tracetree::reset();
-    const std::vector<std::string> published = plugins::published_recorders();
+    const std::vector<const void*> published = plugins::anchored_recorders();
     const std::string module = tracetree::recorder_info().module;
 
     Plugin plugin("PLUGIN_ANNOTATE");
@@ -240,7 +240,7 @@ TEST_CASE("dlclose while a session runs and other threads record: profiles, sess
     plugin.unload();
 
     workers.stop();
-    CHECK(plugins::published_recorders() == published);
+    CHECK(plugins::anchored_recorders() == published);
     CHECK(tracetree::recorder_info().module == module);
     const tracetree::Profile last = tracetree::profile();
     CHECK(render(last).find("plugin_annotate step") != std::string::npos);
@@ -270,5 +270,5 @@ TEST_CASE("a plugin with control code joins, and unloading it leaves the recorde
         plugins::find_path(mine->roots, {"host::use_plugin()", "plugin_control_b::work()", "plugin_control_b step"});
     REQUIRE(steps != nullptr);
     CHECK(steps->count == 15);
-    CHECK(plugins::published_recorders().size() == 1);
+    CHECK(plugins::anchored_recorders().size() == 1);
 }

@@ -1,43 +1,24 @@
 // tracetree recorder: what every annotated file compiles. SPDX-License-Identifier: MIT
 //
 // Reading order: call sites (the static record each macro leaves), the per-thread call tree and its
-// hot path (Arena::enter/leave), the scope guard (Scope), then how a copy of this header finds the
-// process-wide recorder it records into. Everything slow (creating a thread's tree, new nodes,
-// sessions, snapshots) sits behind the `Recorder` interface, implemented once per process by
-// detail/runtime.hpp; this file needs only <atomic> and two C headers.
+// hot path (Arena::enter/leave), the process-wide recorder's interface, the scope guard (Scope).
+// Everything slow (creating a thread's tree, new nodes, sessions, snapshots) sits behind the
+// `Recorder` interface, implemented once per process by detail/runtime.hpp and found through
+// detail/anchor.hpp; this file needs only <atomic> and C headers.
 #ifndef TRACETREE_DETAIL_RECORDER_HPP
 #define TRACETREE_DETAIL_RECORDER_HPP
 
-#include "../tracetree.hpp"  // the version and namespace macros
+#include "anchor.hpp"  // the namespace; where the process's recorder is found
 
 #include <atomic>       // counters and flags shared with snapshot readers
 #include <cstddef>      // std::size_t, std::nullptr_t
 #include <cstdint>      // fixed-width counters
 #include <iosfwd>       // std::ostream, declared only: TRACETREE_WATCH of a type printed with operator<<
 #include <type_traits>  // TRACETREE_WATCH picks a formatter by type
-#include <stdlib.h>  // getenv: finding the process-wide recorder
-#if defined(__linux__)
-#include <sys/auxv.h>  // getauxval(AT_RANDOM): tells this process image from the one before an exec
-#else
-#include <unistd.h>  // getpid
-#endif
 #if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)))
 #include <time.h>  // clock_gettime where there is no time-stamp counter
 #endif
 
-#if defined(__GNUC__) || defined(__clang__)
-#define TRACETREE_DETAIL_INLINE __attribute__((always_inline)) inline  // the fast path stays in the caller
-#define TRACETREE_DETAIL_COLD __attribute__((noinline, cold))         // slow paths stay out of it
-#define TRACETREE_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
-// Per-copy state (the recorder is found through the environment, not through symbols): hidden, so that
-// g++ does not make it STB_GNU_UNIQUE, which would keep a plugin that records mapped after dlclose.
-#define TRACETREE_DETAIL_LOCAL __attribute__((visibility("hidden")))
-#else
-#define TRACETREE_DETAIL_LOCAL
-#define TRACETREE_DETAIL_INLINE inline
-#define TRACETREE_DETAIL_COLD
-#define TRACETREE_DETAIL_LIKELY(x) (x)
-#endif
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
@@ -331,66 +312,8 @@ inline NodeRecord* Arena::enter_limited(Site* site, const SiteInfo* info) noexce
 }
 inline NodeRecord* Arena::add(Site* site, const SiteInfo* info) noexcept { return recorder->add(*this, site, info); }
 
-// Where the process's recorder is published: one environment variable per version and process image.
-// The environment is the one place every copy can reach whatever the linking (hidden symbols, a
-// plugin loaded RTLD_LOCAL by an executable that exports nothing); AT_RANDOM in the name keeps a
-// program started by exec() from reading its parent's pointer.
-TRACETREE_DETAIL_LOCAL inline void published_name(char (&name)[128]) noexcept {
-    // Copies share standard-library objects (a Profile crosses from the recorder's copy to the caller's),
-    // so the standard library and its ABI are part of the name.
-    static const char prefix[] = "TRACETREE_RECORDER_" TRACETREE_DETAIL_STRING(TRACETREE_ABI)
-#if defined(_LIBCPP_VERSION)
-        "_libcxx" TRACETREE_DETAIL_STRING(_LIBCPP_ABI_VERSION)
-#elif defined(__GLIBCXX__) && defined(_GLIBCXX_USE_CXX11_ABI) && _GLIBCXX_USE_CXX11_ABI
-        "_libstdcxx11"
-#else
-        "_libstdcxx"
-#endif
-#if defined(_GLIBCXX_DEBUG) || defined(_LIBCPP_DEBUG)
-        "_debug"
-#endif
-        "_";
-    std::size_t at = 0;
-    for (const char c : prefix)
-        if (c != '\0') name[at++] = c;
-    unsigned char image[16] = {};
-#if defined(__linux__)
-    if (const auto* random = reinterpret_cast<const unsigned char*>(getauxval(AT_RANDOM)))
-        for (int i = 0; i < 16; ++i) image[i] = random[i];
-#else
-    const auto pid = static_cast<unsigned long>(getpid());
-    for (int i = 0; i < 8; ++i) image[i] = static_cast<unsigned char>(pid >> (8 * i));
-#endif
-    for (const unsigned char byte : image) {
-        name[at++] = "0123456789abcdef"[byte >> 4];
-        name[at++] = "0123456789abcdef"[byte & 15];
-    }
-    name[at] = '\0';
-}
-
-TRACETREE_DETAIL_LOCAL inline std::atomic<Recorder*> g_recorder{nullptr};  // this copy's cache of the published recorder
-
-// The recorder published for this process, or null.
-inline Recorder* published_recorder() noexcept {
-    char name[128];
-    published_name(name);
-    const char* value = getenv(name);
-    if (value == nullptr || *value == '\0') return nullptr;
-    std::uintptr_t address = 0;
-    for (; *value != '\0'; ++value) {
-        const char c = *value;
-        const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (digit < 0) return nullptr;
-        address = address * 16 + static_cast<std::uintptr_t>(digit);
-    }
-    return reinterpret_cast<Recorder*>(address);
-}
-
-TRACETREE_DETAIL_COLD inline Recorder* find_recorder() noexcept {
-    Recorder* found = g_recorder.load(std::memory_order_acquire);
-    if (found == nullptr && (found = published_recorder()) != nullptr) g_recorder.store(found, std::memory_order_release);
-    return found;
-}
+// The process's recorder (of this ABI), or null: none has started yet.
+inline Recorder* find_recorder() noexcept { return static_cast<Recorder*>(own_anchor().load(std::memory_order_acquire)); }
 
 // This copy's pointer to the thread's arena. Trivially initialised and destroyed: no guard on the
 // hot path, and nothing that would keep a library from being unloaded.
@@ -400,13 +323,11 @@ TRACETREE_DETAIL_LOCAL inline Arena*& tls_arena() noexcept {
 }
 
 // A thread's first scope through this copy. With no recorder in the process (no file includes
-// control.hpp), scopes record nothing; the search is repeated only every 256th scope then.
+// control.hpp), every scope comes here and leaves at once: a load, no call outside.
 TRACETREE_DETAIL_COLD TRACETREE_DETAIL_LOCAL inline Arena* join_thread() noexcept {
-    static thread_local unsigned int misses = 0;
-    if (misses != 0 && (++misses & 255u) != 0) return nullptr;
     Recorder* recorder = find_recorder();
-    Arena* arena = recorder != nullptr ? recorder->join_thread() : nullptr;
-    misses = arena == nullptr;
+    if (recorder == nullptr) return nullptr;
+    Arena* arena = recorder->join_thread();
     tls_arena() = arena;
     return arena;
 }

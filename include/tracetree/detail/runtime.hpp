@@ -3,10 +3,10 @@
 // Reading order: the clock's conversion to nanoseconds; interned call sites; a call tree's storage
 // (Tree) and its snapshot as values; a thread's state; trace sessions and captures; RuntimeImpl, the
 // one object per process that every copy of the library records into (its slow paths, its threads,
-// its sessions); how it is started and found; the throw hook; then control.hpp's functions.
+// its sessions); how it is started; then control.hpp's functions. The throw hook is detail/throw_hook.hpp.
 //
-// One process, one recorder: the first copy of this header to run starts it and publishes its
-// address (recorder.hpp: published_name); every other copy, whatever the linking, finds it there.
+// One process, one recorder: the first copy of this header to run starts it and writes its address
+// into the anchors (detail/anchor.hpp); every other copy, whatever the linking, finds it there.
 // Everything that allocates objects the recorder keeps runs in the publishing copy (virtual calls),
 // whose module is pinned in memory, so a library that is unloaded takes nothing the recorder needs.
 #ifndef TRACETREE_DETAIL_RUNTIME_HPP
@@ -18,7 +18,6 @@
 
 #include <algorithm>           // std::find_if, std::sort, std::min
 #include <condition_variable>  // sessions: next() waits for a capture
-#include <cstdio>              // std::snprintf: the published address
 #include <cstring>             // std::memcmp
 #include <deque>               // queued traces of a session; retired threads
 #include <exception>           // std::exception: a throw's what()
@@ -29,10 +28,10 @@
 #include <typeinfo>            // the throw hook's exception types
 #include <unordered_map>       // interned sites
 #include <cxxabi.h>            // __cxa_get_globals (exceptions in flight), __cxa_demangle
-#include <dlfcn.h>             // dladdr: which module runs the recorder; dlsym: the real __cxa_throw
+#include <dlfcn.h>             // dladdr: which module runs the recorder; dlsym: why throws go unseen
 #include <pthread.h>           // thread-exit key, fork handlers, OS thread names
-#include <stdlib.h>            // setenv: publishing the recorder; free
-#include <unistd.h>            // environ: recorders of other versions
+#include <stdlib.h>            // free
+#include <unistd.h>            // getpid
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
@@ -462,6 +461,15 @@ inline bool at_innermost(const Scope& scope) noexcept {
            arena.cur->parent == 0 && arena.cur->site == scope.node_->site;
 }
 
+inline std::string check_throw_hook(const Recorder* recorder);  // detail/throw_hook.hpp
+
+#if defined(__GLIBCXX__)
+// libstdc++'s type_info objects of two exceptions, by their Itanium ABI names and with their real
+// types (typeid needs RTTI, which a file with control code may be built without).
+extern const abi::__si_class_type_info bad_alloc_type_info __asm__("_ZTISt9bad_alloc");
+extern const abi::__class_type_info exception_type_info __asm__("_ZTISt9exception");
+#endif
+
 inline const SessionState*& callback_session() noexcept {  // whose callback this thread is running
     static thread_local const SessionState* session = nullptr;
     return session;
@@ -471,8 +479,14 @@ inline const SessionState*& callback_session() noexcept {  // whose callback thi
 
 class RuntimeImpl : public Recorder {
 public:
-    RuntimeImpl() : anchor_tick_(ticks()), anchor_ns_(steady_ns()) {}
-    virtual ~RuntimeImpl() = default;  // only a runtime that lost the race to be published is destroyed
+    RuntimeImpl() : anchor_tick_(ticks()), anchor_ns_(steady_ns()) {
+        if (pthread_key_create(&thread_key_, [](void* state) {
+                auto* thread = static_cast<ThreadState*>(state);
+                static_cast<RuntimeImpl*>(thread->arena.recorder)->retire(*thread);
+            }) != 0)
+            throw std::runtime_error("tracetree: no thread-specific key left for the recorder");
+    }
+    virtual ~RuntimeImpl() { pthread_key_delete(thread_key_); }  // only one that another copy's beat is destroyed
 
     // ---- Recorder: the slow paths of every copy's scopes (this copy's code runs them) ----
 
@@ -758,7 +772,8 @@ public:
         const std::uint32_t line = arena.throw_line;
         arena.throw_file = nullptr;
         arena.throw_line = 0;
-        if (out_of_memory(object, type)) return;
+        // A session's callback runs inside the traced program's scopes; what it throws is tracetree's.
+        if (callback_session() != nullptr || out_of_memory(object, type)) return;
         if ((arena.flags.load() & kRecording) == 0 || arena.depth == 0 || arena.cur == &state->overflow) return;
         if (arena.cur == &state->deferred) start_deferred_capture(*state);
         try {
@@ -974,37 +989,44 @@ public:
             result.name_bytes = name_bytes_;
         }
         result.dropped_names = dropped_names_.load();
-        char mine[128];
-        published_name(mine);
-        const std::string_view image = std::string_view(mine).substr(std::string_view(mine).rfind('_'));
-        for (char** entry = ::environ; entry != nullptr && *entry != nullptr; ++entry) {
-            const std::string_view var(*entry);
-            const std::string_view var_name = var.substr(0, var.find('='));
-            if (var_name.rfind("TRACETREE_RECORDER_", 0) == 0 && var_name != mine &&
-                var_name.size() >= image.size() && var_name.substr(var_name.size() - image.size()) == image)
-                result.others.emplace_back(var_name.substr(19, var_name.size() - 19 - image.size()));
-        }
+        result.throw_hook = throw_hook_.empty();
+        result.throw_hook_note = throw_hook_;
+        add_anchors(result);
         return result;
     }
 
-    // Called once, by the copy whose runtime was published.
+    // Called once, by the copy whose runtime was chosen, right after its anchors hold it.
     void started() {
-        pthread_key_create(&thread_key_, [](void* state) {
-            auto* thread = static_cast<ThreadState*>(state);
-            static_cast<RuntimeImpl*>(thread->arena.recorder)->retire(*thread);
-        });
         // From now on every copy's slow paths run this object's virtual functions, and the thread-exit
         // and fork handlers run this copy's code: keep both modules loaded.
         void* const* vtable = *reinterpret_cast<void* const* const*>(this);
         module_ = pin_module(vtable[0]);
         pin_module(reinterpret_cast<void*>(&install_fork_handlers));
         install_fork_handlers();
+        throw_hook_ = check_throw_hook(this);
     }
 
     std::mutex mutex_;  // threads, sessions, flags, limits
     std::shared_ptr<SessionState> sessions_[kMaxSessions];
 
 private:
+    // Recorders of other versions or standard-library ABIs: anchors with another name.
+    void add_anchors(RecorderInfo& result) const {
+        const void* mine = static_cast<const Recorder*>(this);
+        std::vector<std::pair<std::string, const void*>> seen;
+        walk_modules([&](const ModuleSymbols& module) {
+            module.each(kAnchorPrefix, [&](const char* name, void* address) {
+                const void* recorder = static_cast<std::atomic<void*>*>(address)->load(std::memory_order_acquire);
+                if (recorder == mine) result.exported = true;
+                else if (recorder != nullptr) seen.emplace_back(name + sizeof kAnchorPrefix - 1, recorder);
+            });
+            return false;
+        });
+        std::sort(seen.begin(), seen.end());
+        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+        for (const auto& other : seen) result.others.push_back(other.first);
+    }
+
     static std::string pin_module(void* code) {
         Dl_info where{};
         if (dladdr(code, &where) == 0 || where.dli_fname == nullptr) return "";
@@ -1112,10 +1134,10 @@ private:
         if (type == nullptr) return false;
 #if defined(__GLIBCXX__)
         void* adjusted = object;
-        return typeid(std::bad_alloc).__do_catch(type, &adjusted, 1);
+        return static_cast<const std::type_info&>(bad_alloc_type_info).__do_catch(type, &adjusted, 1);
 #else
         (void)object;
-        return *type == typeid(std::bad_alloc);
+        return std::strcmp(type->name(), "St9bad_alloc") == 0;
 #endif
     }
     // what() when the thrown type derives from std::exception: the check a `catch (std::exception&)`
@@ -1123,7 +1145,7 @@ private:
     static std::optional<std::string> what(void* object, const std::type_info* type) {
 #if defined(__GLIBCXX__)
         void* adjusted = object;
-        if (typeid(std::exception).__do_catch(type, &adjusted, 1))
+        if (static_cast<const std::type_info&>(exception_type_info).__do_catch(type, &adjusted, 1))
             return std::string(static_cast<const std::exception*>(adjusted)->what());
 #else
         (void)object;
@@ -1951,6 +1973,7 @@ private:
     std::atomic<std::size_t> timeline_limit_{65536};
     pthread_key_t thread_key_{};
     std::string module_;
+    std::string throw_hook_;  // why this process's throws are not recorded; empty: they are
 
     // Guarded by mutex_:
     std::uint8_t flags_ = kRecording;
@@ -2037,30 +2060,21 @@ inline void RuntimeImpl::deliver_trace(SessionState& session, const Trace& trace
     if (number + 1 == session.limit) stop_session(session);
 }
 
-// ---- starting and finding the recorder ----------------------------------------------------------
+// ---- starting the recorder ----------------------------------------------------------------------
 
-// The process's recorder: found, or started by this copy and published. Two copies starting at once
-// both try; setenv without overwrite lets exactly one name stand, and the other copy joins it.
+// The process's recorder: found, or started by this copy. Copies that start at once (plugins loaded
+// by two threads) each make one; settle_recorder() keeps exactly one, the others are deleted.
 TRACETREE_DETAIL_COLD inline RuntimeImpl& runtime() {
-    if (Recorder* found = find_recorder()) return *static_cast<RuntimeImpl*>(found);
+    const auto as_runtime = [](Recorder* recorder) -> RuntimeImpl& { return *static_cast<RuntimeImpl*>(recorder); };
+    if (Recorder* found = find_recorder()) return as_runtime(found);
     static std::mutex starting;  // this copy's threads start one at a time
     std::lock_guard<std::mutex> lock(starting);
-    if (Recorder* found = find_recorder()) return *static_cast<RuntimeImpl*>(found);
+    if (Recorder* found = find_recorder()) return as_runtime(found);
     auto* fresh = new RuntimeImpl;
-    char name[128];
-    published_name(name);
-    char value[32];
-    std::snprintf(value, sizeof value, "%llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(fresh)));
-    setenv(name, value, 0);
-    Recorder* winner = published_recorder();
-    if (winner == fresh) {
-        fresh->started();
-    } else {
-        delete fresh;
-        if (winner == nullptr) throw std::runtime_error("tracetree: could not publish the recorder in the environment");
-    }
-    g_recorder.store(winner, std::memory_order_release);
-    return *static_cast<RuntimeImpl*>(winner);
+    auto* chosen = static_cast<Recorder*>(settle_recorder(static_cast<Recorder*>(fresh)));
+    if (chosen == fresh) fresh->started();
+    else delete fresh;
+    return as_runtime(chosen);
 }
 
 // Files that control tracing start the recorder before main, so that it records from the start.
@@ -2075,30 +2089,6 @@ inline const bool g_runtime_started = [] {
 
 }  // namespace detail
 TRACETREE_END_NAMESPACE
-
-// ---- the throw hook ---------------------------------------------------------------------------
-// Every C++ throw goes through the Itanium ABI's __cxa_throw. This definition (exported, weak: one
-// per program) notes the throw under the innermost open scope, then calls the C++ runtime's own.
-// It costs nothing where nothing is thrown.
-namespace __cxxabiv1 {
-extern "C" __attribute__((used, visibility("default"))) inline void __cxa_throw(void* object, std::type_info* type,
-                                                                              void (*destroy)(void*)) {
-    using Throw = void (*)(void*, std::type_info*, void (*)(void*));
-    static const Throw real = [] {
-        void* next = dlsym(RTLD_NEXT, "__cxa_throw");
-        if (next == nullptr) {  // this copy is loaded before the C++ runtime: ask the runtime's own module
-            Dl_info where{};
-            if (dladdr(reinterpret_cast<void*>(&__cxa_allocate_exception), &where) != 0)
-                if (void* module = dlopen(where.dli_fname, RTLD_LAZY | RTLD_NOLOAD)) next = dlsym(module, "__cxa_throw");
-        }
-        return reinterpret_cast<Throw>(next);
-    }();
-    if (::tracetree::detail::Recorder* recorder = ::tracetree::detail::find_recorder())
-        static_cast<::tracetree::detail::RuntimeImpl*>(recorder)->record_throw(object, type);
-    real(object, type, destroy);
-    __builtin_unreachable();
-}
-}  // namespace __cxxabiv1
 
 // ---- control.hpp's functions --------------------------------------------------------------------
 

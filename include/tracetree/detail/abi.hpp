@@ -1,0 +1,47 @@
+// tracetree ABI: the namespace every entity lives in. SPDX-License-Identifier: MIT
+//
+// Copies of the library meet in one process (the executable, shared libraries, plugins), and their
+// inline functions share mangled names. Two copies whose objects differ in layout must never bind to
+// each other's functions, so the inline namespace names both the library's version and the standard
+// library's ABI: a file built with -D_GLIBCXX_DEBUG, -D_GLIBCXX_USE_CXX11_ABI=0 or libc++ gets a
+// namespace of its own, and with it a recorder of its own (detail/anchor.hpp), beside the others.
+#ifndef TRACETREE_DETAIL_ABI_HPP
+#define TRACETREE_DETAIL_ABI_HPP
+
+#include "../tracetree.hpp"  // the version and the token macros
+
+#include <cstddef>  // the standard library's configuration macros, read below
+
+#if defined(_LIBCPP_VERSION)
+#define TRACETREE_DETAIL_STDLIB_ABI TRACETREE_DETAIL_CAT(_libcxx, _LIBCPP_ABI_VERSION)
+#elif defined(__GLIBCXX__) && !_GLIBCXX_USE_CXX11_ABI
+#define TRACETREE_DETAIL_STDLIB_ABI _cxx98
+#else
+#define TRACETREE_DETAIL_STDLIB_ABI  // libstdc++'s default ABI: the plain name
+#endif
+#if defined(_GLIBCXX_DEBUG) || defined(_LIBCPP_DEBUG)
+#define TRACETREE_DETAIL_DEBUG_ABI _debug
+#else
+#define TRACETREE_DETAIL_DEBUG_ABI
+#endif
+
+// v0_2, v0_2_debug, v0_2_cxx98, v0_2_libcxx1, ...
+#define TRACETREE_ABI TRACETREE_DETAIL_CAT(TRACETREE_DETAIL_CAT(v0_2, TRACETREE_DETAIL_STDLIB_ABI), TRACETREE_DETAIL_DEBUG_ABI)
+#define TRACETREE_BEGIN_NAMESPACE namespace tracetree { inline namespace TRACETREE_ABI {
+#define TRACETREE_END_NAMESPACE } }
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TRACETREE_DETAIL_INLINE __attribute__((always_inline)) inline  // the fast path stays in the caller
+#define TRACETREE_DETAIL_COLD __attribute__((noinline, cold))         // slow paths stay out of it
+#define TRACETREE_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
+// Per-copy state (copies meet only through their anchors): hidden, so that g++ does not make it
+// STB_GNU_UNIQUE, which would keep a plugin that records mapped after dlclose.
+#define TRACETREE_DETAIL_LOCAL __attribute__((visibility("hidden")))
+#else
+#define TRACETREE_DETAIL_LOCAL
+#define TRACETREE_DETAIL_INLINE inline
+#define TRACETREE_DETAIL_COLD
+#define TRACETREE_DETAIL_LIKELY(x) (x)
+#endif
+
+#endif  // TRACETREE_DETAIL_ABI_HPP
