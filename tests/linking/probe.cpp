@@ -116,6 +116,7 @@ PROBE_API void PROBE_FN(throw_hook_note)(char* note, unsigned long size) {
 }
 
 PROBE_API void PROBE_FN(dump)() {
+    std::fflush(stdout);  // the caller's FAIL line first, should the dump crash (case abi, before the redesign)
     std::fprintf(stderr, "profile of copy %s (recorder in %s):\n", PROBE_STR(PROBE), tracetree::recorder_info().module.c_str());
     print(merged_roots(), 0);
 }
