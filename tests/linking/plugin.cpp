@@ -5,9 +5,20 @@
 
 #include <tracetree/tracetree.hpp>
 
+#include <stdexcept>
+
 extern "C" __attribute__((visibility("default"))) void plugin_work(int n) {
     for (int i = 0; i < n; ++i) {
         TRACETREE_SCOPE("plugin work");
+    }
+}
+
+// One throw, caught, inside "plugin throw".
+extern "C" __attribute__((visibility("default"))) void plugin_throw() {
+    try {
+        TRACETREE_SCOPE("plugin throw");
+        throw std::runtime_error("thrown once by the plugin");
+    } catch (const std::runtime_error&) {
     }
 }
 

@@ -7,6 +7,9 @@
 //             without -Wl,--export-dynamic-symbol=tracetree_anchor_*); - : not checked
 //   SCOPES    1: the plugin's 3 calls must be in the host's profile; 0: not checked (without the
 //             export flag an RTLD_LOCAL plugin cannot find the executable's recorder: documented)
+//   plugin_host MODE PLUGIN EXPORTED SCOPES throw
+//             (case plugin-throws) the host and the plugin throw once each: each throw is counted
+//             once, under the scope that threw (the host's and the plugin's copies each have a hook)
 #include "probe.hpp"
 
 #include <tracetree/tracetree.hpp>
@@ -15,13 +18,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 extern char** environ;
 
 int main(int argc, char** argv) {
-    if (argc != 5) {
+    if (argc != 5 && !(argc == 6 && std::strcmp(argv[5], "throw") == 0)) {
         std::printf("FAIL: usage: plugin_host MODE PLUGIN EXPORTED SCOPES\n");
         return 2;
     }
@@ -73,6 +77,22 @@ int main(int argc, char** argv) {
         }
         if (probe_count("host work") != 1) {
             std::printf("FAIL: the host's profile lost its own scope\n");
+            probe_dump();
+            return 1;
+        }
+    }
+    if (argc == 6) {
+        auto plugin_throw = reinterpret_cast<void (*)()>(dlsym(plugin, "plugin_throw"));
+        plugin_throw();
+        try {
+            TRACETREE_SCOPE("host throw");
+            throw std::runtime_error("thrown once by the host");
+        } catch (const std::runtime_error&) {
+        }
+        const long long host = probe_throws("host throw"), in_plugin = probe_throws("plugin throw"), all = probe_throws(nullptr);
+        if (host != 1 || in_plugin != 1 || all != 2) {
+            std::printf("FAIL: throws counted: %lld under the host's scope, %lld under the plugin's, %lld in all; wanted 1, 1, 2\n",
+                        host, in_plugin, all);
             probe_dump();
             return 1;
         }
