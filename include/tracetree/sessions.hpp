@@ -193,7 +193,6 @@ private:
 
 TRACETREE_END_NAMESPACE
 
-#include "detail/runtime.hpp"
-#include "detail/throw_hook.hpp"
+#include "detail/sessions-inl.hpp"
 
 #endif  // TRACETREE_SESSIONS_HPP

@@ -335,10 +335,7 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
 // exception left through a frame whose personality routine is not this header's). It is dropped then,
 // uncounted, and the depth it held is given back.
 [[clang::xray_never_instrument]] inline void xray_end_scope(Scope& scope) noexcept {
-    if (scope.node_ != nullptr && !at_innermost(scope)) {
-        if (scope.slow_ == 0) --scope.arena_->depth;
-        scope.node_ = nullptr;
-    }
+    RuntimeImpl::forget_if_moved_past(scope);
     scope.~Scope();
 }
 

@@ -1,0 +1,83 @@
+// tracetree control, defined: control.hpp's functions over the runtime. SPDX-License-Identifier: MIT
+//
+// Included at the end of control.hpp, never on its own.
+#ifndef TRACETREE_DETAIL_CONTROL_INL_HPP
+#define TRACETREE_DETAIL_CONTROL_INL_HPP
+
+#include "runtime.hpp"
+#include "throw_hook.hpp"
+
+#include <algorithm>  // std::find_if
+#include <mutex>
+#include <string>
+#include <string_view>
+
+TRACETREE_BEGIN_NAMESPACE
+
+inline void set_enabled(bool on) noexcept {
+    try {
+        detail::runtime().set_flag(detail::kRecording, on);
+    } catch (...) {
+    }
+}
+inline bool enabled() noexcept {
+    try {
+        return detail::runtime().enabled();
+    } catch (...) {
+        return false;
+    }
+}
+inline void set_limits(const Limits& limits) { detail::runtime().set_limits(limits); }
+inline Limits limits() { return detail::runtime().limits(); }
+
+inline void set_thread_name(std::string_view name) {
+    detail::ThreadState* state = detail::runtime().this_thread();
+    if (state == nullptr) return;
+    const std::string cut(name.substr(0, state->arena.max_name_length.load(std::memory_order_relaxed)));
+    std::lock_guard<std::mutex> lock(state->mutex);
+    state->name = cut;
+    state->named = true;
+}
+
+inline void annotate(std::string_view key, std::string_view value) {
+    detail::ThreadState* state = detail::runtime().this_thread();
+    if (state == nullptr) return;
+    const std::size_t cut = state->arena.max_name_length.load(std::memory_order_relaxed);
+    const std::string k(key.substr(0, cut));
+    auto& fields = state->annotations;  // owner only
+    auto same = std::find_if(fields.begin(), fields.end(), [&](const auto& field) { return field.first == k; });
+    if (value.empty()) {
+        if (same != fields.end()) fields.erase(same);
+    } else if (same != fields.end()) {
+        same->second = std::string(value.substr(0, cut));
+    } else if (fields.size() < 64) {  // a bound against keys made from data
+        fields.emplace_back(k, std::string(value.substr(0, cut)));
+    }
+}
+inline void clear_annotations() {
+    if (detail::ThreadState* state = detail::runtime().this_thread()) state->annotations.clear();
+}
+
+inline void set_clock(ClockFunction now) noexcept {
+    try {
+        detail::runtime().set_clock(now);
+    } catch (...) {
+    }
+}
+
+inline RecorderInfo recorder_info() { return detail::runtime().info(); }
+inline Profile profile() { return detail::runtime().profile(); }
+inline void reset() { detail::runtime().reset(); }
+
+inline void start_timeline(std::size_t max_spans_per_thread) { detail::runtime().start_timeline(max_spans_per_thread); }
+inline void stop_timeline() noexcept {
+    try {
+        detail::runtime().stop_timeline();
+    } catch (...) {
+    }
+}
+inline Timeline timeline() { return detail::runtime().timeline(); }
+
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_DETAIL_CONTROL_INL_HPP
