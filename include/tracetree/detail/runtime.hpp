@@ -14,36 +14,25 @@
 
 #include "clock.hpp"
 #include "format.hpp"  // java_double: TRACETREE_WATCH numbers
+#include "process.hpp"
 #include "session_registry.hpp"
 #include "sites.hpp"
 #include "thread_state.hpp"
 #include "threads.hpp"
 #include "tree.hpp"
 
-#include <algorithm>  // std::sort, std::unique
-#include <cstring>    // std::strcmp
-#include <exception>  // std::exception: a throw's what()
+#include <algorithm>  // std::any_of, std::find
 #include <mutex>
 #include <optional>
 #include <sstream>    // TRACETREE_WATCH values printed with operator<<
 #include <stdexcept>  // std::runtime_error: no thread key left
 #include <typeinfo>   // the throw hook's exception types
-#include <cxxabi.h>   // __cxa_get_globals (exceptions in flight), __cxa_demangle
-#include <dlfcn.h>    // dladdr: which module runs the recorder
 #include <pthread.h>  // thread-exit key, fork handlers
-#include <stdlib.h>   // free
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
 
 inline std::string check_throw_hook(const Recorder* recorder);  // detail/throw_hook.hpp
-
-#if defined(__GLIBCXX__)
-// libstdc++'s type_info objects of two exceptions, by their Itanium ABI names and with their real
-// types (typeid needs RTTI, which a file with control code may be built without).
-extern const abi::__si_class_type_info bad_alloc_type_info __asm__("_ZTISt9bad_alloc");
-extern const abi::__class_type_info exception_type_info __asm__("_ZTISt9exception");
-#endif
 
 class RuntimeImpl : public Recorder {
 public:
@@ -328,7 +317,7 @@ public:
         result.dropped_names = sites_.dropped_names();
         result.throw_hook = throw_hook_.empty();
         result.throw_hook_note = throw_hook_;
-        add_anchors(result);
+        find_anchors(static_cast<const Recorder*>(this), result);
         return result;
     }
 
@@ -425,74 +414,6 @@ private:
             }
         }
         frame.values.clear();
-    }
-
-    static const unsigned int* uncaught_counter() noexcept {
-        // The Itanium C++ ABI (2.2.2) lays the per-thread exception globals out as the caught-exception
-        // stack followed by the uncaught count: a pointer taken once per thread makes the check two loads.
-        struct EhGlobals {
-            void* caught_exceptions;
-            unsigned int uncaught_exceptions;
-        };
-        return &reinterpret_cast<const EhGlobals*>(abi::__cxa_get_globals())->uncaught_exceptions;
-    }
-
-    static std::string type_name(const std::type_info* type) {
-        int status = 0;
-        char* demangled = abi::__cxa_demangle(type->name(), nullptr, nullptr, &status);
-        std::string name = status == 0 && demangled != nullptr ? demangled : type->name();
-        free(demangled);
-        return name;
-    }
-    // Out of memory gets no throw node: making one needs memory, and the runtime's own allocations
-    // throw it while holding locks (the site table's, a thread's, the chunk pool's) that recording it
-    // would take again. The scopes it leaves still count their calls as left by an exception.
-    static bool out_of_memory(void* object, const std::type_info* type) noexcept {
-        if (type == nullptr) return false;
-#if defined(__GLIBCXX__)
-        void* adjusted = object;
-        return static_cast<const std::type_info&>(bad_alloc_type_info).__do_catch(type, &adjusted, 1);
-#else
-        (void)object;
-        return std::strcmp(type->name(), "St9bad_alloc") == 0;
-#endif
-    }
-    // what() when the thrown type derives from std::exception: the check a `catch (std::exception&)`
-    // makes, through the type_info interface libstdc++ exposes.
-    static std::optional<std::string> what(void* object, const std::type_info* type) {
-#if defined(__GLIBCXX__)
-        void* adjusted = object;
-        if (static_cast<const std::type_info&>(exception_type_info).__do_catch(type, &adjusted, 1))
-            return std::string(static_cast<const std::exception*>(adjusted)->what());
-#else
-        (void)object;
-        (void)type;
-#endif
-        return std::nullopt;
-    }
-
-    // Recorders of other versions or standard-library ABIs: anchors with another name.
-    void add_anchors(RecorderInfo& result) const {
-        const void* mine = static_cast<const Recorder*>(this);
-        std::vector<std::pair<std::string, const void*>> seen;
-        walk_modules([&](const ModuleSymbols& module) {
-            module.each(kAnchorPrefix, [&](const char* name, void* address) {
-                const void* recorder = static_cast<std::atomic<void*>*>(address)->load(std::memory_order_acquire);
-                if (recorder == mine) result.exported = true;
-                else if (recorder != nullptr) seen.emplace_back(name + sizeof kAnchorPrefix - 1, recorder);
-            });
-            return false;
-        });
-        std::sort(seen.begin(), seen.end());
-        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-        for (const auto& other : seen) result.others.push_back(other.first);
-    }
-
-    static std::string pin_module(void* code) {
-        Dl_info where{};
-        if (dladdr(code, &where) == 0 || where.dli_fname == nullptr) return "";
-        dlopen(where.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-        return where.dli_fname;
     }
 
     // fork() copies only the calling thread: a lock held by another thread at that moment would never
