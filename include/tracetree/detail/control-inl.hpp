@@ -1,6 +1,7 @@
 // tracetree control, defined: control.hpp's functions over the runtime. SPDX-License-Identifier: MIT
 //
-// Included at the end of control.hpp, never on its own.
+// Included at the end of control.hpp, never on its own. First, how the process's recorder is found or
+// started: every control function, and every file that includes control.hpp, asks for it.
 #ifndef TRACETREE_DETAIL_CONTROL_INL_HPP
 #define TRACETREE_DETAIL_CONTROL_INL_HPP
 
@@ -13,6 +14,40 @@
 #include <string_view>
 
 TRACETREE_BEGIN_NAMESPACE
+namespace detail {
+
+// ---- starting the recorder ----------------------------------------------------------------------
+
+// The process's recorder: found, or started by this copy. Copies that start at once (plugins loaded
+// by two threads) each make one; settle_recorder() keeps exactly one, the others are deleted.
+TRACETREE_DETAIL_COLD inline RuntimeImpl& runtime() {
+    const auto as_runtime = [](Recorder* recorder) -> RuntimeImpl& { return *static_cast<RuntimeImpl*>(recorder); };
+    if (Recorder* found = find_recorder()) return as_runtime(found);
+    static std::mutex starting;  // this copy's threads start one at a time
+    std::lock_guard<std::mutex> lock(starting);
+    if (Recorder* found = find_recorder()) return as_runtime(found);
+    auto* fresh = new RuntimeImpl;
+    auto* chosen = static_cast<Recorder*>(settle_recorder(static_cast<Recorder*>(fresh)));
+    if (chosen == fresh) {
+        fresh->started();
+        fresh->checked_throw_hook(check_throw_hook(fresh));
+    } else {
+        delete fresh;
+    }
+    return as_runtime(chosen);
+}
+
+// Files that control tracing start the recorder before main, so that it records from the start.
+inline const bool g_runtime_started = [] {
+    try {
+        runtime();
+        return true;
+    } catch (...) {  // tried again at the first call of a control function, which then reports it
+        return false;
+    }
+}();
+
+}  // namespace detail
 
 inline void set_enabled(bool on) noexcept {
     try {

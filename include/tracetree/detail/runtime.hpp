@@ -3,7 +3,8 @@
 // RuntimeImpl implements the Recorder interface (recorder.hpp's slow paths) over the rooms that own
 // the data: the clock (clock.hpp), the interned sites (sites.hpp), the node pool and trees
 // (tree.hpp), the sessions and their delivery (session_registry.hpp), each thread's state
-// (thread_state.hpp) and the threads, live and exited (threads.hpp). Below it: how it is started.
+// (thread_state.hpp) and the threads, live and exited (threads.hpp); the process around it
+// (process.hpp). It is found or started by detail::runtime() (control-inl.hpp).
 //
 // One process, one recorder: the first copy of this header to run starts it and writes its address
 // into the anchors (detail/anchor.hpp); every other copy, whatever the linking, finds it there.
@@ -31,8 +32,6 @@
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
-
-inline std::string check_throw_hook(const Recorder* recorder);  // detail/throw_hook.hpp
 
 class RuntimeImpl : public Recorder {
 public:
@@ -329,8 +328,9 @@ public:
         module_ = pin_module(vtable[0]);
         pin_module(reinterpret_cast<void*>(&install_fork_handlers));
         install_fork_handlers();
-        throw_hook_ = check_throw_hook(this);
     }
+    // Then, with why throws go unseen (empty: they are seen).
+    void checked_throw_hook(std::string note) { throw_hook_ = std::move(note); }
 
 private:
     static inline const DynamicSlot kNoDynamicSlot{};  // the index of a thread with no run-time name
@@ -450,33 +450,6 @@ private:
     std::string module_;
     std::string throw_hook_;  // why this process's throws are not recorded; empty: they are
 };
-
-// ---- starting the recorder ----------------------------------------------------------------------
-
-// The process's recorder: found, or started by this copy. Copies that start at once (plugins loaded
-// by two threads) each make one; settle_recorder() keeps exactly one, the others are deleted.
-TRACETREE_DETAIL_COLD inline RuntimeImpl& runtime() {
-    const auto as_runtime = [](Recorder* recorder) -> RuntimeImpl& { return *static_cast<RuntimeImpl*>(recorder); };
-    if (Recorder* found = find_recorder()) return as_runtime(found);
-    static std::mutex starting;  // this copy's threads start one at a time
-    std::lock_guard<std::mutex> lock(starting);
-    if (Recorder* found = find_recorder()) return as_runtime(found);
-    auto* fresh = new RuntimeImpl;
-    auto* chosen = static_cast<Recorder*>(settle_recorder(static_cast<Recorder*>(fresh)));
-    if (chosen == fresh) fresh->started();
-    else delete fresh;
-    return as_runtime(chosen);
-}
-
-// Files that control tracing start the recorder before main, so that it records from the start.
-inline const bool g_runtime_started = [] {
-    try {
-        runtime();
-        return true;
-    } catch (...) {  // tried again at the first call of a control function, which then reports it
-        return false;
-    }
-}();
 
 }  // namespace detail
 TRACETREE_END_NAMESPACE
