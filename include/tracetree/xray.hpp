@@ -48,7 +48,6 @@
 #error "build the file that includes tracetree/xray.hpp with -fxray-instrument (its probe functions calibrate the handler)"
 #endif
 
-#include "control.hpp"   // first: sessions.hpp alone does not compile (it is included back from runtime.hpp)
 #include "sessions.hpp"  // the sessions that decide what is patched; the runtime
 #include "detail/xray_symbols.hpp"
 
