@@ -457,7 +457,7 @@ TRACETREE_DETAIL_INLINE void watch(const char* name, MakeValue&& make_value) {
     record_value(*arena, name, make_value());
 }
 
-// TRACETREE_THROW: notes the line for the throw hook (detail/runtime.hpp), then the exception is thrown.
+// TRACETREE_THROW: notes the line for the throw hook (detail/throw_hook.hpp), then the exception is thrown.
 template <class Exception>
 Exception&& note_throw(const char* file, unsigned int line, Exception&& exception) noexcept {
     Arena* arena = tls_arena();
