@@ -100,12 +100,7 @@ public:
     std::vector<Capture> captures;  // a stack; entries past `capture_depth` keep their buffers for reuse
     std::uint32_t capture_depth = 0;
     std::uint32_t capturing = 0;    // sessions already being captured on this thread
-    std::vector<Frame> frames;      // likewise
-    std::uint32_t frame_depth = 0;
-    // The sessions of one epoch, copied once per epoch: a watched scope takes no lock to find them.
-    std::uint32_t sessions_epoch = 0;
-    SessionSlots sessions;
-    std::uint32_t capture_mask = 0;  // of those, the trace and recorder sessions
+    std::uint32_t capture_mask = 0;  // of this epoch's sessions (current_sessions), the trace and recorder ones
     std::vector<std::pair<std::string, std::string>> annotations;
     std::uint32_t timeline_depth = 0;
 
@@ -246,7 +241,7 @@ public:
 
     // The thread's copy of the sessions of `epoch`; false when the sessions have changed since.
     bool current_sessions(SessionRegistry& registry, std::uint32_t epoch) noexcept {
-        return sessions_epoch == epoch || copy_sessions(registry, epoch);
+        return sessions_epoch_ == epoch || copy_sessions(registry, epoch);
     }
 
     // Readies the capture slot for an invocation of `root` watched by `mask`: its sessions, the cost
@@ -257,18 +252,18 @@ public:
             Capture& capture = captures[capture_depth];
             // The same sessions and root as this slot's last capture (a scope called in a loop): reuse
             // what it kept, without touching reference counts or allocating.
-            if (capture.mask != mask || capture.sessions_epoch != sessions_epoch) {
+            if (capture.mask != mask || capture.sessions_epoch != sessions_epoch_) {
                 capture.sessions.clear();
                 capture.values = false;
                 Nanos least = Nanos::max();
                 for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1) {
-                    capture.sessions.push_back(sessions[__builtin_ctz(rest)]);
+                    capture.sessions.push_back(sessions_[__builtin_ctz(rest)]);
                     capture.values = capture.values || capture.sessions.back()->with_values;
                     least = std::min(least, capture.sessions.back()->min_cost);
                 }
                 // In ticks, 2% short of it: the ratio of ticks to nanoseconds still sharpens at start-up.
                 capture.below = static_cast<std::uint64_t>(static_cast<double>(least.count()) * 0.98 / clock.ns_per_tick());
-                capture.sessions_epoch = sessions_epoch;
+                capture.sessions_epoch = sessions_epoch_;
                 capture.mask = mask;
             }
             if (!capture.tree || capture.root != root) {
@@ -354,21 +349,21 @@ public:
     // Starts watching this invocation for stack, watch and monitor sessions; false when it cannot.
     bool push_frame(const SiteInfo* site, const NodeRecord* node, std::uint32_t mask) noexcept {
         try {
-            if (frame_depth == frames.size()) frames.emplace_back();
-            Frame& frame = frames[frame_depth];
+            if (frame_depth_ == frames_.size()) frames_.emplace_back();
+            Frame& frame = frames_[frame_depth_];
             frame.site = site;
             frame.node = node;
-            if (frame.mask != mask || frame.sessions_epoch != sessions_epoch) {
+            if (frame.mask != mask || frame.sessions_epoch != sessions_epoch_) {
                 frame.sessions.clear();
                 frame.watch = frame.chain_wanted = false;
                 for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1) {
-                    const std::shared_ptr<SessionState>& session = sessions[__builtin_ctz(rest)];
+                    const std::shared_ptr<SessionState>& session = sessions_[__builtin_ctz(rest)];
                     frame.sessions.push_back(session);
                     frame.watch = frame.watch || session->kind == SessionKind::watch;
                     frame.chain_wanted = frame.chain_wanted || session->kind == SessionKind::stack;
                 }
                 frame.mask = mask;
-                frame.sessions_epoch = sessions_epoch;
+                frame.sessions_epoch = sessions_epoch_;
             }
             if (frame.chain_wanted) collect_chain(frame.chain);
             frame.outer_values = arena.values;
@@ -377,14 +372,14 @@ public:
                 arena.values |= kValuesOfNode;
                 arena.value_node = node;
             }
-            ++frame_depth;
+            ++frame_depth_;
             return true;
         } catch (...) {  // out of memory: not watched
             return false;
         }
     }
     Frame& pop_frame() noexcept {
-        Frame& frame = frames[--frame_depth];
+        Frame& frame = frames_[--frame_depth_];
         arena.values = frame.outer_values;
         arena.value_node = frame.outer_value_node;
         return frame;
@@ -392,8 +387,8 @@ public:
 
     // TRACETREE_WATCH: to the innermost watched scope, and to the capture that asked for values.
     void add_value(const char* value_name, std::string text) {
-        if ((arena.values & kValuesOfNode) != 0 && arena.value_node == arena.cur && frame_depth != 0) {
-            Frame& frame = frames[frame_depth - 1];
+        if ((arena.values & kValuesOfNode) != 0 && arena.value_node == arena.cur && frame_depth_ != 0) {
+            Frame& frame = frames_[frame_depth_ - 1];
             if (frame.node == arena.cur && frame.values.size() < kMaxValuesPerScope) frame.values.emplace_back(value_name, text);
         }
         if ((arena.values & kValuesOfAll) != 0 && capture_depth != 0 && current != main.get()) {
@@ -413,8 +408,8 @@ public:
 
 private:
     TRACETREE_DETAIL_COLD bool copy_sessions(SessionRegistry& registry, std::uint32_t epoch) noexcept {
-        if (!registry.copy(epoch, sessions, capture_mask)) return false;
-        sessions_epoch = epoch;
+        if (!registry.copy(epoch, sessions_, capture_mask)) return false;
+        sessions_epoch_ = epoch;
         return true;
     }
 
@@ -459,6 +454,11 @@ private:
 
     ChunkPool& pool_;
     std::atomic<std::uint32_t> reset_done_{0};
+    std::vector<Frame> frames_;  // a stack; entries past `frame_depth_` keep their buffers for reuse
+    std::uint32_t frame_depth_ = 0;
+    // The sessions of one epoch, copied once per epoch: a watched scope takes no lock to find them.
+    std::uint32_t sessions_epoch_ = 0;
+    SessionSlots sessions_;
     std::vector<std::unique_ptr<Tree>> spare_trees_;  // capture trees, kept with their nodes for reuse
     // Run-time names seen on this thread, in the order first seen (Arena::dynamic*).
     std::vector<DynamicSlot> dynamic_slots_;
