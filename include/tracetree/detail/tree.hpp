@@ -220,10 +220,6 @@ public:
     }
 
     const std::uint32_t capacity;
-    std::atomic<std::uint64_t> dropped_depth{0}, dropped_nodes{0};
-    std::unordered_map<std::uint32_t, std::string> messages;  // throw nodes: what() of the last throw
-    // TRACETREE_WATCH values by node, in captures that asked for them.
-    std::unordered_map<std::uint32_t, std::vector<std::pair<std::string, std::string>>> values;
 
 private:
     bool grow() noexcept {  // one more chunk, within the process-wide node budget
@@ -257,6 +253,12 @@ private:
     std::vector<std::uint32_t> folded_into_;
     const Tree* folded_tree_ = nullptr;
     std::uint32_t folded_under_ = 0;
+
+public:  // last: what add() reads shares a cache line with `capacity`
+    std::atomic<std::uint64_t> dropped_depth{0}, dropped_nodes{0};
+    std::unordered_map<std::uint32_t, std::string> messages;  // throw nodes: what() of the last throw
+    // TRACETREE_WATCH values by node, in captures that asked for them.
+    std::unordered_map<std::uint32_t, std::vector<std::pair<std::string, std::string>>> values;
 };
 
 // An arena's nodes as values, children in order of first call. Nodes with no finished call and
