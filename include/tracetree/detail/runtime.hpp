@@ -461,7 +461,6 @@ inline bool at_innermost(const Scope& scope) noexcept {
            arena.cur->parent == 0 && arena.cur->site == scope.node_->site;
 }
 
-inline std::string check_throw_hook(const Recorder* recorder);  // detail/throw_hook.hpp
 
 #if defined(__GLIBCXX__)
 // libstdc++'s type_info objects of two exceptions, by their Itanium ABI names and with their real
@@ -479,7 +478,10 @@ inline const SessionState*& callback_session() noexcept {  // whose callback thi
 
 class RuntimeImpl : public Recorder {
 public:
-    RuntimeImpl() : anchor_tick_(ticks()), anchor_ns_(steady_ns()) {
+    // `throw_hook`: why throws are not seen, or empty (detail/throw_hook.hpp, check_throw_hook()).
+    explicit RuntimeImpl(std::string throw_hook)
+        : throw_hook_(std::move(throw_hook)), module_(module_of(reinterpret_cast<void*>(&install_fork_handlers))),
+          anchor_tick_(ticks()), anchor_ns_(steady_ns()) {
         if (pthread_key_create(&thread_key_, [](void* state) {
                 auto* thread = static_cast<ThreadState*>(state);
                 static_cast<RuntimeImpl*>(thread->arena.recorder)->retire(*thread);
@@ -999,11 +1001,9 @@ public:
     void started() {
         // From now on every copy's slow paths run this object's virtual functions, and the thread-exit
         // and fork handlers run this copy's code: keep both modules loaded.
-        void* const* vtable = *reinterpret_cast<void* const* const*>(this);
-        module_ = pin_module(vtable[0]);
+        pin_module(*reinterpret_cast<void* const* const*>(this)[0]);  // the vtable's first entry
         pin_module(reinterpret_cast<void*>(&install_fork_handlers));
         install_fork_handlers();
-        throw_hook_ = check_throw_hook(this);
     }
 
     std::mutex mutex_;  // threads, sessions, flags, limits
@@ -1027,11 +1027,13 @@ private:
         for (const auto& other : seen) result.others.push_back(other.first);
     }
 
-    static std::string pin_module(void* code) {
+    static std::string module_of(void* code) {
         Dl_info where{};
-        if (dladdr(code, &where) == 0 || where.dli_fname == nullptr) return "";
-        dlopen(where.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-        return where.dli_fname;
+        return dladdr(code, &where) != 0 && where.dli_fname != nullptr ? where.dli_fname : "";
+    }
+    static void pin_module(void* code) {
+        const std::string module = module_of(code);
+        if (!module.empty()) dlopen(module.c_str(), RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
     }
 
     static inline const DynamicSlot kNoDynamicSlot{};  // the index of a thread with no run-time name
@@ -1964,6 +1966,8 @@ private:
         listeners_mutex_.unlock();
     }
 
+    const std::string throw_hook_;  // why this process's throws are not recorded; empty: they are
+    const std::string module_;      // the executable or library whose copy made this runtime
     const std::uint64_t anchor_tick_;  // ticks become nanoseconds against this, at snapshot time
     const std::int64_t anchor_ns_;
     mutable std::atomic<double> ratio_{1.0};  // ns_per_tick(), as last measured
@@ -1972,8 +1976,7 @@ private:
     std::atomic<bool> timeline_on_{false};
     std::atomic<std::size_t> timeline_limit_{65536};
     pthread_key_t thread_key_{};
-    std::string module_;
-    std::string throw_hook_;  // why this process's throws are not recorded; empty: they are
+
 
     // Guarded by mutex_:
     std::uint8_t flags_ = kRecording;
@@ -2062,6 +2065,8 @@ inline void RuntimeImpl::deliver_trace(SessionState& session, const Trace& trace
 
 // ---- starting the recorder ----------------------------------------------------------------------
 
+inline std::string check_throw_hook();  // detail/throw_hook.hpp
+
 // The process's recorder: found, or started by this copy. Copies that start at once (plugins loaded
 // by two threads) each make one; settle_recorder() keeps exactly one, the others are deleted.
 TRACETREE_DETAIL_COLD inline RuntimeImpl& runtime() {
@@ -2070,7 +2075,7 @@ TRACETREE_DETAIL_COLD inline RuntimeImpl& runtime() {
     static std::mutex starting;  // this copy's threads start one at a time
     std::lock_guard<std::mutex> lock(starting);
     if (Recorder* found = find_recorder()) return as_runtime(found);
-    auto* fresh = new RuntimeImpl;
+    auto* fresh = new RuntimeImpl(check_throw_hook());
     auto* chosen = static_cast<Recorder*>(settle_recorder(static_cast<Recorder*>(fresh)));
     if (chosen == fresh) fresh->started();
     else delete fresh;
@@ -2078,7 +2083,7 @@ TRACETREE_DETAIL_COLD inline RuntimeImpl& runtime() {
 }
 
 // Files that control tracing start the recorder before main, so that it records from the start.
-inline const bool g_runtime_started = [] {
+TRACETREE_DETAIL_LOCAL inline const bool g_runtime_started = [] {
     try {
         runtime();
         return true;
