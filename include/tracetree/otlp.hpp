@@ -155,7 +155,9 @@ struct HttpReply {
     std::string retry_after;  // the header, when the answer had one
     std::string body;         // at most 1 MiB of it
 };
-// One request on a new connection, all of it within `timeout`. Headers with CR, LF or NUL are left out.
+// One request on a new connection, all of it (connect, send, the whole answer) within `timeout`,
+// reading at most 64 KiB of heads and 1 MiB of body whatever the peer sends (a longer body is cut, its
+// status kept). Redirects are not followed. Headers with CR, LF or NUL are left out.
 HttpReply http_post(const HttpEndpoint& endpoint, std::string_view content_type, std::string_view body,
                     const std::vector<std::pair<std::string, std::string>>& headers,
                     std::chrono::milliseconds timeout);
