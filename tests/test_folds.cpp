@@ -141,3 +141,39 @@ TEST_CASE("a session's limit at its boundary: exactly `limit` invocations, then 
         folds::capture_up_to(limit);
     }
 }
+
+TEST_CASE("past the node limit: the calls not recorded are counted, and the parent's figures stay exact") {
+    FakeClock clock;
+    const tracetree::Limits defaults = tracetree::limits();
+    tracetree::Limits small = defaults;
+    small.max_nodes = 16;  // trees started from now on
+    tracetree::set_limits(small);
+    std::thread worker([] {
+        tracetree::set_thread_name("fold-full");
+        TRACETREE_SCOPE("fold.root");
+        for (int i = 0; i < 20; ++i) {
+            TRACETREE_SCOPE_DYNAMIC("site " + std::to_string(i));
+            advance(1ms);
+            TRACETREE_SCOPE("fold.inner");
+            advance(1ms);
+        }
+    });
+    worker.join();
+    tracetree::set_limits(defaults);
+    const tracetree::Profile profile = tracetree::profile();
+    const tracetree::ThreadProfile* thread = find_thread(profile, "fold-full");
+    REQUIRE(thread != nullptr);
+    const tracetree::Node* root = find_root(*thread, "fold.root");
+    folds::check(root, {1, 40ms, 40ms, 40ms});  // the time of the calls it could not keep is still its own
+    REQUIRE(root != nullptr);
+    CHECK(root->children.size() < 20);  // the limit was reached
+    std::uint64_t recorded = 0, dropped = root->dropped;
+    for (const tracetree::Node& site : root->children) {
+        folds::check(&site, {1, 2ms, 2ms, 2ms});
+        recorded += site.count;
+        dropped += site.dropped;
+        for (const tracetree::Node& inner : site.children) recorded += inner.count;
+    }
+    CHECK(recorded + dropped == 40);  // every call either has its node or is counted as dropped
+    CHECK(thread->dropped_nodes == dropped);
+}

@@ -176,6 +176,17 @@ TEST_CASE("tracestate: longer than 512 characters, cut by whole members, long on
     CHECK(tracetree::parse_tracestate(long_member) == long_member);
 }
 
+TEST_CASE("tracestate: the cut's 128-character boundary: 128 stays, 129 goes") {
+    const std::string over = "a=" + std::string(127, 'x');   // 129 characters
+    const std::string at = "e=" + std::string(126, 'z');     // 128 characters: not a long member
+    std::string middle;
+    for (const char key : {'b', 'c', 'd'}) middle += std::string(1, key) + "=" + std::string(98, 'y') + ",";  // 100 each
+    // 561 characters; the cut looks at the members from the end, so it meets the 128 one first.
+    const auto cut = tracetree::parse_tracestate(over + "," + middle + at);
+    REQUIRE(cut);
+    CHECK(*cut == middle + at);
+}
+
 TEST_CASE("ContextHeaders: casing, repeated headers, a tracestate without traceparent") {
     const auto context = [](const Headers& headers) { return tracetree::context_from_headers(headers); };
     for (const char* name : {"traceparent", "TraceParent", "TrAcEpArEnT", "TRACEPARENT"}) {
