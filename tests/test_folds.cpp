@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -40,20 +42,20 @@ void check(const tracetree::Node* node, const Figures& expected) {
 
 void fold_around_a_capture(bool deferred) {
     {
-        folds::call(2ms, 1ms);  // 3 ms, before any session
+        call(2ms, 1ms);  // 3 ms, before any session: the minimum, which the capture's fold must keep
         tracetree::TraceSession session(tracetree::TraceRequest("fold.call").min_cost(deferred ? 10ms : 0ms).limit(1));
-        folds::call(15ms, 5ms);  // 20 ms: the one captured
-        folds::call(1ms, 1ms);   // 2 ms: past the limit (or below the min cost)
+        call(15ms, 5ms);  // 20 ms: the one captured, the maximum
+        call(3ms, 1ms);   // 4 ms: past the limit (or below the min cost)
         const auto traces = session.collect(0s);
         REQUIRE(traces.size() == 1);
         CHECK(traces[0].root.total == 20ms);
     }
-    folds::call(4ms, 3ms);  // 7 ms, after the session
+    call(4ms, 3ms);  // 7 ms, after the session
     const auto thread = mine();
-    const tracetree::Node* call = find_root(thread, "fold.call");
-    folds::check(call, {4, 2ms, 20ms, 32ms});
-    REQUIRE(call != nullptr);
-    folds::check(find_child(*call, "fold.leaf"), {4, 1ms, 5ms, 10ms});
+    const tracetree::Node* node = find_root(thread, "fold.call");
+    check(node, {4, 3ms, 20ms, 34ms});
+    REQUIRE(node != nullptr);
+    check(find_child(*node, "fold.leaf"), {4, 1ms, 5ms, 10ms});
 }
 
 void capture_up_to(std::uint64_t limit) {
@@ -176,4 +178,42 @@ TEST_CASE("past the node limit: the calls not recorded are counted, and the pare
     }
     CHECK(recorded + dropped == 40);  // every call either has its node or is counted as dropped
     CHECK(thread->dropped_nodes == dropped);
+}
+
+TEST_CASE("a session's limit holds for invocations that overlap: the second to end is not delivered") {
+    FakeClock clock;
+    // Threads A and B both enter a watched scope; A leaves first and its callback takes the only place
+    // and waits; then B leaves, while the session (not stopped yet) still sees it, and must turn it away.
+    std::mutex mutex;
+    std::condition_variable changed;
+    int inside = 0;
+    bool a_in_callback = false, b_done = false;
+    int delivered = 0;
+    tracetree::TraceRequest request("fold.overlap");
+    request.limit(1).on_trace([&](const tracetree::Trace&) {
+        std::unique_lock<std::mutex> lock(mutex);
+        if (++delivered > 1) return;
+        a_in_callback = true;
+        changed.notify_all();
+        changed.wait(lock, [&] { return b_done; });
+    });
+    tracetree::TraceSession session(std::move(request));
+    const auto overlap = [&](bool first) {
+        TRACETREE_SCOPE("fold.overlap");
+        std::unique_lock<std::mutex> lock(mutex);
+        ++inside;
+        changed.notify_all();
+        changed.wait(lock, [&] { return inside == 2 && (first || a_in_callback); });
+    };
+    std::thread a([&] { overlap(true); });
+    std::thread b([&] {
+        overlap(false);
+        std::lock_guard<std::mutex> lock(mutex);
+        b_done = true;
+        changed.notify_all();
+    });
+    a.join();
+    b.join();
+    CHECK(delivered == 1);
+    CHECK(session.done());
 }
