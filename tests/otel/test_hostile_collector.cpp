@@ -257,6 +257,15 @@ TEST_CASE("hostile collector: a chunk-size line that never ends") {
         CHECK(outcome.reply.status == 0);
         CHECK(outcome.reply.error == "a malformed chunked answer");
     }
+    // A size line that ends, but past 1 KiB (a size and extensions need a few dozen bytes): as malformed.
+    Hostile collector_long_line([&](Peer& peer) {
+        peer.read_request();
+        peer.send(kChunkedHead + "5;" + std::string(2000, 'e') + "\r\nhello\r\n0\r\n\r\n");
+    });
+    const Outcome long_line = post(collector_long_line);
+    check_bounded(long_line);
+    CHECK(long_line.reply.status == 0);
+    CHECK(long_line.reply.error == "a malformed chunked answer");
     // The exporter: flush() gets its answer (given up), and the destructor returns.
     Hostile collector([&](Peer& peer) {
         peer.read_request();

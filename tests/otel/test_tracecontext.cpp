@@ -176,6 +176,17 @@ TEST_CASE("tracestate: longer than 512 characters, cut by whole members, long on
     CHECK(tracetree::parse_tracestate(long_member) == long_member);
 }
 
+TEST_CASE("tracestate: exactly 512 characters is not cut, 513 is") {
+    std::string list;
+    for (const char key : {'a', 'b', 'c', 'd', 'e'}) list += std::string(1, key) + "=" + std::string(98, 'v') + ",";  // 101 each
+    list += "f=" + std::string(5, 'w');
+    REQUIRE(list.size() == 512);
+    CHECK(tracetree::parse_tracestate(list) == list);
+    const auto cut = tracetree::parse_tracestate(list + "w");
+    REQUIRE(cut);
+    CHECK(cut->size() < 512);
+}
+
 TEST_CASE("tracestate: the cut's 128-character boundary: 128 stays, 129 goes") {
     const std::string over = "a=" + std::string(127, 'x');   // 129 characters
     const std::string at = "e=" + std::string(126, 'z');     // 128 characters: not a long member
