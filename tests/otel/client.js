@@ -19,10 +19,15 @@ const { BasicTracerProvider, SimpleSpanProcessor } = require('@opentelemetry/sdk
 const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http');
 const reference = require('./reference.js');
 
-const deadline = setTimeout(() => {
-  console.error('FAILED: timed out');
+// Under clang's AddressSanitizer the service records no throws (README, Limitations): meson says so.
+const throwsSeen = !process.env.TRACETREE_NO_THROW_NODES;
+let service = null;  // killed on every way out: a service left running would hold meson's pipe open
+const giveUp = (message) => {
+  console.error(`FAILED: ${message}`);
+  if (service) service.kill('SIGKILL');
   process.exit(1);
-}, 60000);
+};
+const deadline = setTimeout(() => giveUp('timed out'), 60000);
 
 function listen(handler) {
   return new Promise((resolve) => {
@@ -73,7 +78,7 @@ async function main() {
     response.end();
   });
 
-  const service = spawn(process.argv[2], ['--port=0', `--otlp=${otlp}`, '--otlp-interval=20',
+  service = spawn(process.argv[2], ['--port=0', `--otlp=${otlp}`, '--otlp-interval=20',
                                           '--service-name=tracetree-server'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const serviceUrl = await new Promise((resolve, reject) => {
     service.on('exit', (code) => reject(new Error(`the service exited with ${code}`)));
@@ -164,7 +169,7 @@ async function main() {
   await post(headers, '[{"url": ');
   const live = () => serverBodies.slice(before).flatMap((b) => b.resourceSpans[0].scopeSpans[0].spans);
   const captured = () => live().some((s) => s.kind === 3 && s.status.code === 2) &&
-                         live().some((s) => s.events.some((e) => e.name === 'exception')) &&
+                         (!throwsSeen || live().some((s) => s.events.some((e) => e.name === 'exception'))) &&
                          live().some((s) => s.attributes.some((a) => a.key === 'tracetree.count'));
   while (!captured()) await new Promise((resolve) => { arrived = resolve; });
   check('live captures: a failed outgoing call, a throw and a folded scope', () => assert.ok(captured()));
@@ -181,7 +186,4 @@ async function main() {
   console.log(`client.js: ${checks} checks, trace ${client.traceId}` + (process.exitCode ? ', with failures' : ', all pass'));
 }
 
-main().catch((error) => {
-  console.error(`FAILED: ${error.stack}`);
-  process.exit(1);
-});
+main().catch((error) => giveUp(error.stack));
