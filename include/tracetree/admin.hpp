@@ -5,6 +5,7 @@
 //   // in the server's request callback, when admin.handles(target):
 //   tracetree::AdminRequest request;
 //   request.method = method;  request.target = target;  // path and query, as received
+//   request.peer = "127.0.0.1:53122";  // the client's address as accept() gave it (unset: refused)
 //   request.host = host_header;  request.origin = origin_header;  request.authorization = authorization_header;
 //   request.cancel = token;  // std::make_shared<tracetree::CancelToken>(); token->cancel() on disconnect
 //   tracetree::AdminResponse response = admin.handle(request);  // status, content_type, headers, body
@@ -14,9 +15,10 @@
 // an HTML page for people. docs/admin.md lists every endpoint and parameter. Annotated files never
 // include this header; only the file that mounts it does.
 //
-// It lands in other people's servers, so it refuses by default: Host and Origin must be loopback
-// names (or in the allow-list), else 403 (DNS rebinding, cross-site POSTs from a browser); an optional
-// bearer token (401); state changes by POST only (405); every bad or unknown parameter gets a 400 that
+// It lands in other people's servers, so it refuses by default: the peer must be a loopback address
+// (or in allowed_peers, or the token is set), Host and Origin loopback names (or in the allow-list),
+// else 403 (a server listening on every interface, DNS rebinding, cross-site POSTs from a browser); an
+// optional bearer token (401); state changes by POST only (405); every bad or unknown parameter gets a 400 that
 // names it; calls that wait are bounded in number (503), in time and in count, and end early when
 // their CancelToken is cancelled or the handler shuts down.
 //
@@ -31,9 +33,12 @@
 #include "sessions.hpp"
 #include "views.hpp"
 
+#include <arpa/inet.h>         // inet_pton: peer addresses and AdminOptions::allowed_peers
+#include <array>
 #include <chrono>
 #include <condition_variable>  // the destructor waits for calls in progress
 #include <cstdint>
+#include <cstring>
 #include <functional>          // CancelToken's stop action
 #include <memory>
 #include <mutex>
@@ -65,6 +70,7 @@ private:
 };
 
 struct AdminRequest {
+    std::string peer;           // the client's address from accept(): "127.0.0.1:53122", "[::1]:53122"; empty: refused
     std::string method;         // "GET", "POST", ...
     std::string target;         // the path and query as received, not decoded: "/debug/tracetree/trace?pattern=x"
     std::string host;           // the Host header; empty when absent (refused)
@@ -85,6 +91,7 @@ struct AdminResponse {
 struct AdminOptions {
     std::string prefix = "/debug/tracetree";  // where it is mounted: "/..." without a trailing '/', or "" for the root
     std::vector<std::string> allowed_hosts;   // host names accepted besides 127.0.0.1, [::1] and localhost (any port)
+    std::vector<std::string> allowed_peers;   // client networks accepted besides loopback: "10.0.0.0/8", "fd00::/8", "192.0.2.7"
     std::string token;                        // non-empty: every request needs `Authorization: Bearer <token>`
     std::size_t max_waiting = 4;              // calls waiting at once (trace, stack, watch, monitor), 1 ..= 32
     Nanos max_timeout = std::chrono::minutes(5);  // of one call (monitor: interval * n), 1 s ..= 1 h
@@ -175,6 +182,7 @@ inline const char* status_text(int status) {
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
     case 415: return "Unsupported Media Type";
+    case 431: return "Request Header Fields Too Large";
     case 503: return "Service Unavailable";
     default: return "Error";
     }
@@ -339,28 +347,39 @@ inline std::string lower(std::string_view text) {
     return out;
 }
 
-// The host name of a Host header or of an origin's authority ("127.0.0.1:80", "[::1]", "localhost"),
-// lower-case, IPv6 in brackets; nothing when it is malformed.
-inline std::optional<std::string> host_name(std::string_view authority) {
-    std::string_view name = authority, port;
+// A Host header or an origin's authority ("127.0.0.1:80", "[::1]", "localhost") split into its name
+// and its port with the ':' ("" when there is none, ":" when it is empty); false when a bracket is
+// malformed.
+inline bool split_authority(std::string_view authority, std::string_view& name, std::string_view& port) {
     if (!authority.empty() && authority.front() == '[') {
         const std::size_t close = authority.find(']');
-        if (close == std::string_view::npos) return std::nullopt;
+        if (close == std::string_view::npos) return false;
         name = authority.substr(0, close + 1);
         port = authority.substr(close + 1);
-        if (!port.empty() && port.front() != ':') return std::nullopt;
-    } else {
-        const std::size_t colon = authority.find(':');
-        name = authority.substr(0, colon);
-        if (colon != std::string_view::npos) port = authority.substr(colon);
+        return port.empty() || port.front() == ':';
     }
-    if (!port.empty()) {
-        port.remove_prefix(1);
-        if (port.empty() || port.size() > 5) return std::nullopt;
-        for (const char c : port)
-            if (c < '0' || c > '9') return std::nullopt;
+    const std::size_t colon = authority.find(':');
+    name = authority.substr(0, colon);
+    port = colon == std::string_view::npos ? std::string_view() : authority.substr(colon);
+    return true;
+}
+
+inline bool valid_port(std::string_view port) {  // none, or ':' and a number from 1 to 65535
+    if (port.empty()) return true;
+    port.remove_prefix(1);
+    if (port.empty() || port.size() > 5) return false;
+    unsigned long value = 0;
+    for (const char c : port) {
+        if (c < '0' || c > '9') return false;
+        value = value * 10 + static_cast<unsigned long>(c - '0');
     }
-    if (name.empty()) return std::nullopt;
+    return value >= 1 && value <= 65535;
+}
+
+// The host name of an authority, lower-case, IPv6 in brackets; nothing when it is malformed.
+inline std::optional<std::string> host_name(std::string_view authority) {
+    std::string_view name, port;
+    if (!split_authority(authority, name, port) || !valid_port(port) || name.empty()) return std::nullopt;
     return lower(name);
 }
 
@@ -369,6 +388,111 @@ inline bool allowed_host(const std::string& name, const std::vector<std::string>
     for (const std::string& host : allowed)
         if (name == host) return true;
     return false;
+}
+
+// An IPv4 or IPv6 address; IPv4 as IPv4-mapped IPv6 (::ffff:a.b.c.d), which is also how a dual-stack
+// socket reports an IPv4 client, so one comparison covers both.
+using Address = std::array<unsigned char, 16>;
+
+inline std::optional<Address> parse_address(std::string_view text) {
+    const std::string copy(text);  // inet_pton wants a terminated string
+    Address out{};
+    unsigned char v4[4];
+    if (::inet_pton(AF_INET, copy.c_str(), v4) == 1) {
+        out[10] = out[11] = 0xff;
+        std::memcpy(out.data() + 12, v4, sizeof v4);
+        return out;
+    }
+    if (::inet_pton(AF_INET6, copy.c_str(), out.data()) == 1) return out;
+    return std::nullopt;
+}
+
+// AdminRequest::peer: "a.b.c.d:port", "[v6]:port", or either without the port; an IPv6 zone
+// ("%eth0") is ignored.
+inline std::optional<Address> peer_address(std::string_view peer) {
+    std::string_view host = peer;
+    if (!peer.empty() && peer.front() == '[') {
+        const std::size_t close = peer.find(']');
+        if (close == std::string_view::npos) return std::nullopt;
+        host = peer.substr(1, close - 1);
+    } else if (peer.find(':') != std::string_view::npos && peer.find(':') == peer.rfind(':')) {
+        host = peer.substr(0, peer.find(':'));
+    }
+    return parse_address(host.substr(0, host.find('%')));
+}
+
+struct Network {
+    Address address;
+    std::size_t bits;  // of the 128; an IPv4 prefix counts the 96 of the mapping too
+};
+
+// "10.0.0.0/8", "fd00::/8", or an address alone (all its bits); nothing when malformed.
+inline std::optional<Network> parse_network(std::string_view cidr) {
+    const std::size_t slash = cidr.find('/');
+    const std::optional<Address> address = parse_address(cidr.substr(0, slash));
+    if (!address) return std::nullopt;
+    const bool v4 = cidr.substr(0, slash).find(':') == std::string_view::npos;
+    const std::size_t most = v4 ? 32 : 128;
+    std::size_t bits = most;
+    if (slash != std::string_view::npos) {
+        const std::string_view digits = cidr.substr(slash + 1);
+        if (digits.empty() || digits.size() > 3) return std::nullopt;
+        bits = 0;
+        for (const char c : digits) {
+            if (c < '0' || c > '9') return std::nullopt;
+            bits = bits * 10 + static_cast<std::size_t>(c - '0');
+        }
+        if (bits > most) return std::nullopt;
+    }
+    return Network{*address, v4 ? bits + 96 : bits};
+}
+
+inline bool in_network(const Address& address, const Network& network) {
+    const std::size_t whole = network.bits / 8, rest = network.bits % 8;
+    if (std::memcmp(address.data(), network.address.data(), whole) != 0) return false;
+    if (rest == 0) return true;
+    const unsigned mask = (0xffu << (8 - rest)) & 0xffu;
+    return ((static_cast<unsigned>(address[whole]) ^ network.address[whole]) & mask) == 0;
+}
+
+// A loopback peer, or one in `allowed` (already checked by the handler's constructor).
+inline bool allowed_peer(std::string_view peer, const std::vector<std::string>& allowed) {
+    const std::optional<Address> address = peer_address(peer);
+    if (!address) return false;
+    for (const char* loopback : {"127.0.0.0/8", "::1"})
+        if (in_network(*address, *parse_network(loopback))) return true;
+    for (const std::string& cidr : allowed)
+        if (const std::optional<Network> network = parse_network(cidr))
+            if (in_network(*address, *network)) return true;
+    return false;
+}
+
+// Anything after the media type must be parameters: `; name=value`, empty ones allowed (RFC 9110).
+inline bool form_content_type(std::string_view content_type) {
+    const std::string value = lower(content_type);
+    const std::string_view form = "application/x-www-form-urlencoded";
+    if (value.compare(0, form.size(), form) != 0) return false;
+    std::string_view rest = std::string_view(value).substr(form.size());
+    const auto trim = [](std::string_view part) {
+        while (!part.empty() && (part.front() == ' ' || part.front() == '\t')) part.remove_prefix(1);
+        while (!part.empty() && (part.back() == ' ' || part.back() == '\t')) part.remove_suffix(1);
+        return part;
+    };
+    rest = trim(rest);
+    while (!rest.empty()) {
+        if (rest.front() != ';') return false;
+        rest.remove_prefix(1);
+        const std::size_t next = rest.find(';');
+        const std::string_view parameter = trim(rest.substr(0, next));
+        rest = next == std::string_view::npos ? std::string_view() : rest.substr(next);
+        if (parameter.empty()) continue;
+        const std::size_t eq = parameter.find('=');
+        if (eq == 0 || eq == std::string_view::npos || eq + 1 == parameter.size()) return false;
+        for (const char c : parameter.substr(0, eq))
+            if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr))
+                return false;
+    }
+    return true;
 }
 
 // The time a comparison takes does not depend on where the strings differ.
@@ -384,6 +508,15 @@ inline std::optional<AdminResponse> check_caller(const AdminRequest& request, co
     const auto forbidden = [](const std::string& why) {
         return text("403 Forbidden: " + why + "\n", 403);
     };
+    // A token admits any peer (it is asked of every request below); else only loopback and allowed_peers.
+    if (options.token.empty() && !allowed_peer(request.peer, options.allowed_peers))
+        return forbidden(request.peer.empty()
+                             ? std::string("no peer address (AdminRequest::peer): the server must say who connected")
+                             : "peer " + views::plain_text(request.peer.substr(0, 64)) +
+                                   " is not loopback nor in the allow-list (AdminOptions::allowed_peers), and no token is set");
+    std::string_view host_part, port;
+    if (split_authority(request.host, host_part, port) && !host_part.empty() && !valid_port(port))
+        return text("400 Bad Request: the Host header's port must be a number from 1 to 65535\n", 400);
     const std::optional<std::string> host = host_name(request.host);
     if (!host) return forbidden(request.host.empty() ? "no Host header" : "malformed Host header");
     if (!allowed_host(*host, options.allowed_hosts))
@@ -619,6 +752,10 @@ inline AdminHandler::AdminHandler(AdminOptions options) : options_(std::move(opt
             throw std::invalid_argument("tracetree: AdminOptions::allowed_hosts holds host names in lower case without a port "
                                         "(IPv6 in brackets); got '" + host + "'");
     }
+    for (const std::string& cidr : options_.allowed_peers)
+        if (!detail::admin::parse_network(cidr))
+            throw std::invalid_argument("tracetree: AdminOptions::allowed_peers holds addresses or networks in CIDR "
+                                        "notation (\"10.0.0.0/8\", \"fd00::/8\", \"192.0.2.7\"); got '" + cidr + "'");
     if (options_.max_waiting < 1 || options_.max_waiting > 32)
         throw std::invalid_argument("tracetree: AdminOptions::max_waiting must be between 1 and 32");
     if (options_.max_timeout < std::chrono::seconds(1) || options_.max_timeout > std::chrono::hours(1))
@@ -728,8 +865,9 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
     if (question != std::string::npos) parse_form(std::string_view(request.target).substr(question + 1), "query", params);
     if (!request.body.empty()) {
         if (request.body.size() > 65536) refuse(413, "a body of at most 64 KiB");
-        if (lower(request.content_type).compare(0, 33, "application/x-www-form-urlencoded") != 0)
-            refuse(415, "a body holds parameters as application/x-www-form-urlencoded");
+        if (!form_content_type(request.content_type))
+            refuse(415, "a body holds parameters as application/x-www-form-urlencoded (parameters such as "
+                        "'; charset=utf-8' may follow, nothing else)");
         parse_form(request.body, "body", params);
     }
 
