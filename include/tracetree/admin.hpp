@@ -179,10 +179,12 @@ inline const char* status_text(int status) {
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
     case 415: return "Unsupported Media Type";
     case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     default: return "Error";
     }
@@ -455,12 +457,15 @@ inline bool in_network(const Address& address, const Network& network) {
     return ((static_cast<unsigned>(address[whole]) ^ network.address[whole]) & mask) == 0;
 }
 
+inline bool is_loopback(const Address& address) {
+    return in_network(address, *parse_network("127.0.0.0/8")) || in_network(address, *parse_network("::1"));
+}
+
 // A loopback peer, or one in `allowed` (already checked by the handler's constructor).
 inline bool allowed_peer(std::string_view peer, const std::vector<std::string>& allowed) {
     const std::optional<Address> address = peer_address(peer);
     if (!address) return false;
-    for (const char* loopback : {"127.0.0.0/8", "::1"})
-        if (in_network(*address, *parse_network(loopback))) return true;
+    if (is_loopback(*address)) return true;
     for (const std::string& cidr : allowed)
         if (const std::optional<Network> network = parse_network(cidr))
             if (in_network(*address, *network)) return true;
