@@ -887,9 +887,13 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
         const Reader reader(params, {"format", "threads"});
         const std::string format = reader.choice("format", {"text", "human", "folded", "svg", "json", "html"});
         const bool threads = reader.flag("threads");
-        const Profile profile = tracetree::profile();
-        Profile shown = profile;
-        if (!threads) shown.threads = {profile.merged()};
+        Profile profile = tracetree::profile();
+        if (!threads && format != "svg" && format != "folded") {  // merged in place: no second copy of the threads
+            ThreadProfile all = profile.merged();
+            profile.threads.clear();
+            profile.threads.push_back(std::move(all));
+        }
+        const Profile& shown = profile;
         std::ostringstream out;
         if (format == "svg" || format == "folded") {
             FlameGraphOptions svg;
@@ -990,8 +994,15 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
             refuse(503, e.what(), {{"Retry-After", "1"}});
         }
     };
+    // Only the format asked is built: a deep trace's text and JSON together cost twice the memory.
+    const bool as_json = format == "json";
     std::ostringstream text_out, json_out;
     const RenderOptions plain = RenderOptions().colour(Colour::never);
+    const auto add = [&](const auto& value, std::size_t index) {
+        if (!as_json) return render(text_out, value, plain);
+        json_out << (index == 0 ? "\n" : ",\n");
+        write_json_value(json_out, value);
+    };
     std::size_t got = 0;
     Outcome outcome = Outcome::complete;
 
@@ -1004,9 +1015,7 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
             if (now >= deadline) break;
             auto value = session.next(std::chrono::duration_cast<Nanos>(deadline - now));
             if (!value) break;
-            render(text_out, *value, plain);
-            json_out << (got == 0 ? "\n" : ",\n");
-            write_json_value(json_out, *value);
+            add(*value, got);
             ++got;
         }
         waiter.release();
@@ -1029,9 +1038,7 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
         for (; got < n; ++got) {
             std::optional<MonitorInterval> interval = monitor.next();
             if (!interval) break;
-            render(text_out, *interval, plain);
-            json_out << (got == 0 ? "\n" : ",\n");
-            write_json(json_out, *interval);
+            add(*interval, got);
         }
         waiter.release();
         outcome = got == n ? Outcome::complete : Outcome::cancelled;
@@ -1050,11 +1057,12 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
         text_out << "Cancelled after " << number(waited) << " s: " << what << ".\n";
 
     const char* kind = endpoint == "trace" ? "traces" : endpoint == "stack" ? "stacks" : endpoint == "watch" ? "watches" : "intervals";
+    if (!as_json) return answer(format, options_.prefix, endpoint + " " + pattern, text_out.str(), "");
     std::ostringstream json;
     json << "{\"format\":\"tracetree-admin\",\"kind\":\"" << kind << "\",\"pattern\":" << detail::views::json_string(pattern)
-         << ",\"limit\":" << n << ",\"outcome\":\"" << outcome_name(outcome) << "\",\"" << kind << "\":[" << json_out.str()
-         << "\n]}\n";
-    return answer(format, options_.prefix, endpoint + " " + pattern, text_out.str(), json.str());
+         << ",\"limit\":" << n << ",\"outcome\":\"" << outcome_name(outcome) << "\",\"" << kind << "\":[";
+    json << json_out.str() << "\n]}\n";
+    return answer(format, options_.prefix, endpoint + " " + pattern, "", json.str());
 }
 
 inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint, const detail::admin::Params& params) {
@@ -1113,13 +1121,17 @@ inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint
              << ",\"recorded\":" << recorder_->recorded() << ",\"evicted\":" << recorder_->evicted();
     }
     json << ",\"traces\":[";
-    for (std::size_t i = 0; i < kept.size(); ++i) {
-        render(text_out, kept[i], RenderOptions().colour(Colour::never));
+    for (std::size_t i = 0; i < kept.size(); ++i) {  // only the format asked
+        if (format != "json") {
+            render(text_out, kept[i], RenderOptions().colour(Colour::never));
+            continue;
+        }
         json << (i == 0 ? "\n" : ",\n");
         write_json_value(json, kept[i]);
     }
     json << "\n]}\n";
-    return answer(format, options_.prefix, "flight recorder", text_out.str(), json.str());
+    return format == "json" ? answer(format, options_.prefix, "flight recorder", "", json.str())
+                            : answer(format, options_.prefix, "flight recorder", text_out.str(), "");
 }
 
 inline std::string AdminHandler::index_page() {
