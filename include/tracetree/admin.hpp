@@ -96,6 +96,7 @@ struct AdminOptions {
     std::size_t max_waiting = 4;              // calls waiting at once (trace, stack, watch, monitor), 1 ..= 32
     Nanos max_timeout = std::chrono::minutes(5);  // of one call (monitor: interval * n), 1 s ..= 1 h
     std::uint64_t max_n = 100;                // values one call waits for, 1 ..= 10000
+    std::size_t max_body = 64 << 20;          // bytes of the values one trace, stack, watch or monitor answers with, 1 KiB ..= 1 GiB
 };
 
 class AdminHandler {
@@ -663,11 +664,47 @@ inline AdminResponse answer(const std::string& format, const std::string& prefix
 
 // ---- waiting ------------------------------------------------------------------------------------
 
-enum class Outcome { complete, timed_out, cancelled };
+enum class Outcome { complete, timed_out, cancelled, cut };
 
 inline const char* outcome_name(Outcome outcome) {
-    return outcome == Outcome::complete ? "complete" : outcome == Outcome::timed_out ? "timeout" : "cancelled";
+    return outcome == Outcome::complete    ? "complete"
+           : outcome == Outcome::timed_out ? "timeout"
+           : outcome == Outcome::cancelled ? "cancelled"
+                                           : "cut";
 }
+
+// Keeps at most `limit` bytes of what is written and counts the rest, so that a value too big for
+// AdminOptions::max_body is never built whole.
+class BoundedBuffer : public std::streambuf {
+public:
+    explicit BoundedBuffer(std::size_t limit) : limit_(limit) {}
+    std::string& text() { return kept_; }
+    std::size_t size() const { return written_; }
+    bool overflowed() const { return written_ > limit_; }
+    void rewind(std::size_t size) {  // forgets what was written after `size` bytes
+        kept_.resize(std::min(size, kept_.size()));
+        written_ = size;
+    }
+
+protected:
+    int_type overflow(int_type c) override {
+        if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+        const char byte = traits_type::to_char_type(c);
+        xsputn(&byte, 1);
+        return c;
+    }
+    std::streamsize xsputn(const char* bytes, std::streamsize count) override {
+        const std::size_t n = static_cast<std::size_t>(count);
+        if (kept_.size() < limit_) kept_.append(bytes, std::min(n, limit_ - kept_.size()));
+        written_ += n;
+        return count;
+    }
+
+private:
+    std::size_t limit_;
+    std::size_t written_ = 0;
+    std::string kept_;
+};
 
 }  // namespace admin
 }  // namespace detail
@@ -767,6 +804,8 @@ inline AdminHandler::AdminHandler(AdminOptions options) : options_(std::move(opt
         throw std::invalid_argument("tracetree: AdminOptions::max_timeout must be between 1 s and 1 h");
     if (options_.max_n < 1 || options_.max_n > 10000)
         throw std::invalid_argument("tracetree: AdminOptions::max_n must be between 1 and 10000");
+    if (options_.max_body < 1024 || options_.max_body > (std::size_t{1} << 30))
+        throw std::invalid_argument("tracetree: AdminOptions::max_body must be between 1 KiB and 1 GiB");
 }
 
 inline AdminHandler::~AdminHandler() {
@@ -996,14 +1035,24 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
     };
     // Only the format asked is built: a deep trace's text and JSON together cost twice the memory.
     const bool as_json = format == "json";
-    std::ostringstream text_out, json_out;
+    BoundedBuffer values(options_.max_body);
+    std::ostream out(&values);
     const RenderOptions plain = RenderOptions().colour(Colour::never);
+    // Adds one value; false, leaving it out, when it does not fit in max_body.
     const auto add = [&](const auto& value, std::size_t index) {
-        if (!as_json) return render(text_out, value, plain);
-        json_out << (index == 0 ? "\n" : ",\n");
-        write_json_value(json_out, value);
+        const std::size_t before = values.size();
+        if (as_json) {
+            out << (index == 0 ? "\n" : ",\n");
+            write_json_value(out, value);
+        } else {
+            render(out, value, plain);
+        }
+        if (!values.overflowed()) return true;
+        values.rewind(before);
+        return false;
     };
     std::size_t got = 0;
+    bool cut = false;
     Outcome outcome = Outcome::complete;
 
     // Collects up to n values from a session until the deadline, the cancel or shutdown.
@@ -1014,12 +1063,11 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
             const auto now = std::chrono::steady_clock::now();
             if (now >= deadline) break;
             auto value = session.next(std::chrono::duration_cast<Nanos>(deadline - now));
-            if (!value) break;
-            add(*value, got);
+            if (!value || (cut = !add(*value, got))) break;
             ++got;
         }
         waiter.release();
-        outcome = got == n ? Outcome::complete : waiter.was_cancelled() ? Outcome::cancelled : Outcome::timed_out;
+        outcome = cut ? Outcome::cut : got == n ? Outcome::complete : waiter.was_cancelled() ? Outcome::cancelled : Outcome::timed_out;
     };
 
     if (endpoint == "trace") {
@@ -1037,32 +1085,38 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
         waiter.arm([&monitor] { monitor.stop(); });
         for (; got < n; ++got) {
             std::optional<MonitorInterval> interval = monitor.next();
-            if (!interval) break;
-            add(*interval, got);
+            if (!interval || (cut = !add(*interval, got))) break;
         }
         waiter.release();
-        outcome = got == n ? Outcome::complete : Outcome::cancelled;
+        outcome = cut ? Outcome::cut : got == n ? Outcome::complete : Outcome::cancelled;
     }
 
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const std::string what = std::to_string(got) + " of " + std::to_string(n) + (is_monitor ? " interval(s)" : " invocation(s)") +
                              " of '" + detail::views::plain_text(pattern) + "'" +
                              (is_monitor || cost_ms == 0 ? std::string() : " costing at least " + number(cost_ms) + " ms");
-    if (outcome == Outcome::complete && !is_monitor)
-        text_out << "Command execution times exceed limit: " << n
-                 << ", so command will exit. You can set it with -n option.\n";
-    else if (outcome == Outcome::timed_out)
-        text_out << "Timed out after " << number(seconds) << " s: " << what << ".\n";
-    else if (outcome == Outcome::cancelled)
-        text_out << "Cancelled after " << number(waited) << " s: " << what << ".\n";
-
     const char* kind = endpoint == "trace" ? "traces" : endpoint == "stack" ? "stacks" : endpoint == "watch" ? "watches" : "intervals";
-    if (!as_json) return answer(format, options_.prefix, endpoint + " " + pattern, text_out.str(), "");
-    std::ostringstream json;
-    json << "{\"format\":\"tracetree-admin\",\"kind\":\"" << kind << "\",\"pattern\":" << detail::views::json_string(pattern)
-         << ",\"limit\":" << n << ",\"outcome\":\"" << outcome_name(outcome) << "\",\"" << kind << "\":[";
-    json << json_out.str() << "\n]}\n";
-    return answer(format, options_.prefix, endpoint + " " + pattern, "", json.str());
+    std::string& body = values.text();
+    if (as_json) {
+        std::ostringstream head;
+        head << "{\"format\":\"tracetree-admin\",\"kind\":\"" << kind << "\",\"pattern\":" << detail::views::json_string(pattern)
+             << ",\"limit\":" << n << ",\"outcome\":\"" << outcome_name(outcome) << '"'
+             << (cut ? ",\"max_body\":" + std::to_string(options_.max_body) : std::string()) << ",\"" << kind << "\":[";
+        body.insert(0, head.str());
+        body += "\n]}\n";
+        return answer(format, options_.prefix, endpoint + " " + pattern, "", body);
+    }
+    if (outcome == Outcome::complete && !is_monitor)
+        body += "Command execution times exceed limit: " + std::to_string(n) +
+                ", so command will exit. You can set it with -n option.\n";
+    else if (outcome == Outcome::timed_out)
+        body += "Timed out after " + number(seconds) + " s: " + what + ".\n";
+    else if (outcome == Outcome::cancelled)
+        body += "Cancelled after " + number(waited) + " s: " + what + ".\n";
+    else if (outcome == Outcome::cut)
+        body += "Cut at " + std::to_string(options_.max_body) + " bytes (AdminOptions::max_body): " + what +
+                "; the next did not fit.\n";
+    return answer(format, options_.prefix, endpoint + " " + pattern, body, "");
 }
 
 inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint, const detail::admin::Params& params) {

@@ -513,6 +513,35 @@ TEST_CASE("a limit on waiting calls (503), cancellation, shutdown, and bounded o
     invalid([](tracetree::AdminOptions& o) { o.max_n = 0; });
 }
 
+TEST_CASE("max_body: a call answers with the values that fit and says where it was cut") {
+    tracetree::AdminOptions options;
+    options.max_body = 2048;
+    AdminHandler handler(options);
+    for (const char* format : {"text", "json"}) {
+        CAPTURE(format);
+        Call call(handler, get(std::string("/trace?pattern=admin_work::work&n=100&timeout=20&format=") + format));
+        REQUIRE(handler.wait_for_waiting(1, 20s));
+        for (int i = 0; i < 100000 && handler.waiting() != 0; ++i) admin_work::work(i);  // until it has what fits
+        const AdminResponse& response = call.result();
+        CHECK(response.status == 200);
+        CHECK(response.body.size() <= 2048 + 256);  // the values, then the closing line or the JSON's frame
+        if (std::string(format) == "text") {
+            CHECK(contains(response.body, "`---ts="));  // at least one trace fits
+            CHECK(contains(response.body, "Cut at 2048 bytes (AdminOptions::max_body): "));
+            CHECK(contains(response.body, " of 100 invocation(s) of 'admin_work::work'; the next did not fit."));
+        } else {
+            CHECK(contains(response.body, "\"outcome\":\"cut\",\"max_body\":2048,\"traces\":[\n{"));
+            CHECK(contains(response.body, "\n]}\n"));
+        }
+    }
+    CHECK_THROWS_AS(AdminHandler([] {
+                        tracetree::AdminOptions bad;
+                        bad.max_body = 1000;
+                        return bad;
+                    }()),
+                    std::invalid_argument);
+}
+
 TEST_CASE("the index page escapes what it prints and mounts anywhere") {
     tracetree::AdminOptions options;
     options.prefix = "";
