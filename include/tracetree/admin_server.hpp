@@ -276,10 +276,8 @@ inline void AdminServer::run() {
                 write_some(*c);
             }
         }
-        // The connections polled this time are the first polled.size() - 2 of connections_ (the list
-        // only grows at its end until the sweep below).
+        // The connections polled this time are connections_, in order (accept_all() runs after the sweep).
         const std::size_t polled_connections = polled.size() - 2;
-        if (polled[1].revents != 0) accept_all();
         const auto later = ServerClock::now();
         for (std::size_t i = 0; i < polled_connections; ++i) {
             Connection& c = *connections_[i];
@@ -301,6 +299,7 @@ inline void AdminServer::run() {
         for (auto& c : connections_)
             if (c->fd >= 0) connections_[kept++] = std::move(c);
         connections_.resize(kept);
+        if (polled[1].revents != 0) accept_all();  // after the closes, so that a place just freed is taken
     }
 
     // Stopping: the calls that wait end now; their threads are joined before their connections go.

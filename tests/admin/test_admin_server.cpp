@@ -147,6 +147,29 @@ TEST_CASE("AdminServer: an oversized head is 431, an oversized body 413") {
     CHECK(starts_with(fits.read_all(), "HTTP/1.1 200 OK\r\n"));
 }
 
+TEST_CASE("AdminServer: connections beyond max_connections are answered 503") {
+    tracetree::AdminServerOptions options;
+    options.max_connections = 2;
+    tracetree::AdminServer server("127.0.0.1:0", options);
+    Client first(server.port()), second(server.port());
+    Client third(server.port());  // accepted after the two (the backlog is in order): one too many
+    const std::string refused = third.read_all();
+    CHECK(starts_with(refused, "HTTP/1.1 503 Service Unavailable\r\n"));
+    CHECK(contains(refused, "2 connections are open, the limit (AdminServerOptions::max_connections)"));
+    first.send(get("/profile", server.port()));
+    CHECK(starts_with(first.read_all(), "HTTP/1.1 200 OK\r\n"));
+    first.hang_up();
+    // Its place is free once the server has seen the hang-up, which this client cannot wait for: a
+    // few tries, each answered at once.
+    bool served = false;
+    for (int i = 0; i < 100 && !served; ++i) {
+        Client next(server.port());
+        next.send(get("/profile", server.port()));
+        served = starts_with(next.read_all(), "HTTP/1.1 200 OK\r\n");
+    }
+    CHECK(served);
+}
+
 TEST_CASE("AdminServer: stop() while a call waits returns, and so does the destructor") {
     auto server = std::make_unique<tracetree::AdminServer>("127.0.0.1:0");
     Client waiting(server->port());
