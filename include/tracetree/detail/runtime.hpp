@@ -7,7 +7,7 @@
 //
 // One process, one recorder: the first copy of this header to run starts it and writes its address
 // into the anchors (detail/anchor.hpp); every other copy, whatever the linking, finds it there.
-// Everything that allocates objects the recorder keeps runs in the publishing copy (virtual calls),
+// Everything that allocates objects the recorder keeps runs in the starting copy (virtual calls),
 // whose module is pinned in memory, so a library that is unloaded takes nothing the recorder needs.
 #ifndef TRACETREE_DETAIL_RUNTIME_HPP
 #define TRACETREE_DETAIL_RUNTIME_HPP
