@@ -39,6 +39,14 @@ void check(const tracetree::Node* node, const Figures& expected) {
     CHECK(node->total == expected.total);
 }
 
+// The figures of `fold.call` among `thread`'s roots and of its child `fold.leaf`.
+void check_call(const tracetree::ThreadProfile& thread, const Figures& call_figures, const Figures& leaf_figures) {
+    const tracetree::Node* node = find_root(thread, "fold.call");
+    check(node, call_figures);
+    REQUIRE(node != nullptr);
+    check(find_child(*node, "fold.leaf"), leaf_figures);
+}
+
 
 void fold_around_a_capture(bool deferred) {
     {
@@ -51,11 +59,7 @@ void fold_around_a_capture(bool deferred) {
         CHECK(traces[0].root.total == 20ms);
     }
     call(4ms, 3ms);  // 7 ms, after the session
-    const auto thread = mine();
-    const tracetree::Node* node = find_root(thread, "fold.call");
-    check(node, {4, 3ms, 20ms, 34ms});
-    REQUIRE(node != nullptr);
-    check(find_child(*node, "fold.leaf"), {4, 1ms, 5ms, 10ms});
+    check_call(mine(), {4, 3ms, 20ms, 34ms}, {4, 1ms, 5ms, 10ms});
 }
 
 void capture_up_to(std::uint64_t limit) {
@@ -93,10 +97,7 @@ TEST_CASE("Profile::merged() folds threads by path: min of the mins, max of the 
     });
     other.join();
     const tracetree::ThreadProfile all = tracetree::profile().merged();
-    const tracetree::Node* call = find_root(all, "fold.call");
-    folds::check(call, {3, 5ms, 7ms, 18ms});
-    REQUIRE(call != nullptr);
-    folds::check(find_child(*call, "fold.leaf"), {3, 1ms, 6ms, 9ms});
+    folds::check_call(all, {3, 5ms, 7ms, 18ms}, {3, 1ms, 6ms, 9ms});
 }
 
 TEST_CASE("exited threads of one name fold into one entry, figures exact") {
@@ -116,10 +117,7 @@ TEST_CASE("exited threads of one name fold into one entry, figures exact") {
     REQUIRE(exited != nullptr);
     CHECK(exited->exited);
     CHECK(exited->exited_threads == 3);
-    const tracetree::Node* call = find_root(*exited, "fold.call");
-    folds::check(call, {3, 4ms, 10ms, 18ms});
-    REQUIRE(call != nullptr);
-    folds::check(find_child(*call, "fold.leaf"), {3, 1ms, 3ms, 6ms});
+    folds::check_call(*exited, {3, 4ms, 10ms, 18ms}, {3, 1ms, 3ms, 6ms});
 }
 
 TEST_CASE("a reset between two passes: the profile holds the second pass alone") {
@@ -129,11 +127,7 @@ TEST_CASE("a reset between two passes: the profile holds the second pass alone")
     tracetree::reset();
     folds::call(3ms, 2ms);
     folds::call(4ms, 4ms);
-    const auto thread = mine();
-    const tracetree::Node* call = find_root(thread, "fold.call");
-    folds::check(call, {2, 5ms, 8ms, 13ms});
-    REQUIRE(call != nullptr);
-    folds::check(find_child(*call, "fold.leaf"), {2, 2ms, 4ms, 6ms});
+    folds::check_call(mine(), {2, 5ms, 8ms, 13ms}, {2, 2ms, 4ms, 6ms});
 }
 
 TEST_CASE("a session's limit at its boundary: exactly `limit` invocations, then done") {
