@@ -265,6 +265,7 @@ public:
         if (!handler_.handles(request.target))
             return net::error_response(404, "the admin endpoints are under " + handler_.prefix() + "/ (and /health)");
         tracetree::AdminRequest admin;
+        admin.peer = connection.peer();
         admin.method = request.method;
         admin.target = request.target;
         const auto header = [&](const char* name) { return request.header(name) != nullptr ? *request.header(name) : ""; };

@@ -136,6 +136,16 @@ struct Session final : Connection, std::enable_shared_from_this<Session> {
         });
     }
 
+    std::string peer() const override {
+        sockaddr_in address{};
+        socklen_t length = sizeof address;
+        char text[INET_ADDRSTRLEN] = "";
+        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
+            ::inet_ntop(AF_INET, &address.sin_addr, text, sizeof text) == nullptr)
+            return "";  // unknown: the admin handler refuses it
+        return std::string(text) + ':' + std::to_string(ntohs(address.sin_port));
+    }
+
     // Poller thread. Readable while serving means a hang-up, a reset, or the next pipelined request:
     // a peek tells them apart without taking the bytes.
     void watch_peer(std::function<void()> gone) {

@@ -45,6 +45,8 @@ public:
     // is being served, so that a service that waits (an admin trace) can give up early. Bytes arriving
     // meanwhile (a pipelined request) end the watch without a call. At most once per request.
     virtual void on_peer_gone(std::function<void()> gone) = 0;
+    // The client's address, "127.0.0.1:53122" (the admin handler admits loopback peers only).
+    virtual std::string peer() const = 0;
 };
 
 struct ServerConfig {

@@ -5,6 +5,7 @@
 //   // in the server's request callback, when admin.handles(target):
 //   tracetree::AdminRequest request;
 //   request.method = method;  request.target = target;  // path and query, as received
+//   request.peer = "127.0.0.1:53122";  // the client's address as accept() gave it (unset: refused)
 //   request.host = host_header;  request.origin = origin_header;  request.authorization = authorization_header;
 //   request.cancel = token;  // std::make_shared<tracetree::CancelToken>(); token->cancel() on disconnect
 //   tracetree::AdminResponse response = admin.handle(request);  // status, content_type, headers, body
@@ -14,9 +15,10 @@
 // an HTML page for people. docs/admin.md lists every endpoint and parameter. Annotated files never
 // include this header; only the file that mounts it does.
 //
-// It lands in other people's servers, so it refuses by default: Host and Origin must be loopback
-// names (or in the allow-list), else 403 (DNS rebinding, cross-site POSTs from a browser); an optional
-// bearer token (401); state changes by POST only (405); every bad or unknown parameter gets a 400 that
+// It lands in other people's servers, so it refuses by default: the peer must be a loopback address
+// (or in allowed_peers, or the token is set), Host and Origin loopback names (or in the allow-list),
+// else 403 (a server listening on every interface, DNS rebinding, cross-site POSTs from a browser); an
+// optional bearer token (401); state changes by POST only (405); every bad or unknown parameter gets a 400 that
 // names it; calls that wait are bounded in number (503), in time and in count, and end early when
 // their CancelToken is cancelled or the handler shuts down.
 //
@@ -31,9 +33,12 @@
 #include "sessions.hpp"
 #include "views.hpp"
 
+#include <arpa/inet.h>         // inet_pton: peer addresses and AdminOptions::allowed_peers
+#include <array>
 #include <chrono>
 #include <condition_variable>  // the destructor waits for calls in progress
 #include <cstdint>
+#include <cstring>
 #include <functional>          // CancelToken's stop action
 #include <memory>
 #include <mutex>
@@ -65,6 +70,7 @@ private:
 };
 
 struct AdminRequest {
+    std::string peer;           // the client's address from accept(): "127.0.0.1:53122", "[::1]:53122"; empty: refused
     std::string method;         // "GET", "POST", ...
     std::string target;         // the path and query as received, not decoded: "/debug/tracetree/trace?pattern=x"
     std::string host;           // the Host header; empty when absent (refused)
@@ -85,10 +91,12 @@ struct AdminResponse {
 struct AdminOptions {
     std::string prefix = "/debug/tracetree";  // where it is mounted: "/..." without a trailing '/', or "" for the root
     std::vector<std::string> allowed_hosts;   // host names accepted besides 127.0.0.1, [::1] and localhost (any port)
+    std::vector<std::string> allowed_peers;   // client networks accepted besides loopback: "10.0.0.0/8", "fd00::/8", "192.0.2.7"
     std::string token;                        // non-empty: every request needs `Authorization: Bearer <token>`
     std::size_t max_waiting = 4;              // calls waiting at once (trace, stack, watch, monitor), 1 ..= 32
     Nanos max_timeout = std::chrono::minutes(5);  // of one call (monitor: interval * n), 1 s ..= 1 h
     std::uint64_t max_n = 100;                // values one call waits for, 1 ..= 10000
+    std::size_t max_body = 64 << 20;          // bytes of the values one trace, stack, watch or monitor answers with, 1 KiB ..= 1 GiB
 };
 
 class AdminHandler {
@@ -172,9 +180,12 @@ inline const char* status_text(int status) {
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
     case 415: return "Unsupported Media Type";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     default: return "Error";
     }
@@ -339,28 +350,39 @@ inline std::string lower(std::string_view text) {
     return out;
 }
 
-// The host name of a Host header or of an origin's authority ("127.0.0.1:80", "[::1]", "localhost"),
-// lower-case, IPv6 in brackets; nothing when it is malformed.
-inline std::optional<std::string> host_name(std::string_view authority) {
-    std::string_view name = authority, port;
+// A Host header or an origin's authority ("127.0.0.1:80", "[::1]", "localhost") split into its name
+// and its port with the ':' ("" when there is none, ":" when it is empty); false when a bracket is
+// malformed.
+inline bool split_authority(std::string_view authority, std::string_view& name, std::string_view& port) {
     if (!authority.empty() && authority.front() == '[') {
         const std::size_t close = authority.find(']');
-        if (close == std::string_view::npos) return std::nullopt;
+        if (close == std::string_view::npos) return false;
         name = authority.substr(0, close + 1);
         port = authority.substr(close + 1);
-        if (!port.empty() && port.front() != ':') return std::nullopt;
-    } else {
-        const std::size_t colon = authority.find(':');
-        name = authority.substr(0, colon);
-        if (colon != std::string_view::npos) port = authority.substr(colon);
+        return port.empty() || port.front() == ':';
     }
-    if (!port.empty()) {
-        port.remove_prefix(1);
-        if (port.empty() || port.size() > 5) return std::nullopt;
-        for (const char c : port)
-            if (c < '0' || c > '9') return std::nullopt;
+    const std::size_t colon = authority.find(':');
+    name = authority.substr(0, colon);
+    port = colon == std::string_view::npos ? std::string_view() : authority.substr(colon);
+    return true;
+}
+
+inline bool valid_port(std::string_view port) {  // none, or ':' and a number from 1 to 65535
+    if (port.empty()) return true;
+    port.remove_prefix(1);
+    if (port.empty() || port.size() > 5) return false;
+    unsigned long value = 0;
+    for (const char c : port) {
+        if (c < '0' || c > '9') return false;
+        value = value * 10 + static_cast<unsigned long>(c - '0');
     }
-    if (name.empty()) return std::nullopt;
+    return value >= 1 && value <= 65535;
+}
+
+// The host name of an authority, lower-case, IPv6 in brackets; nothing when it is malformed.
+inline std::optional<std::string> host_name(std::string_view authority) {
+    std::string_view name, port;
+    if (!split_authority(authority, name, port) || !valid_port(port) || name.empty()) return std::nullopt;
     return lower(name);
 }
 
@@ -369,6 +391,114 @@ inline bool allowed_host(const std::string& name, const std::vector<std::string>
     for (const std::string& host : allowed)
         if (name == host) return true;
     return false;
+}
+
+// An IPv4 or IPv6 address; IPv4 as IPv4-mapped IPv6 (::ffff:a.b.c.d), which is also how a dual-stack
+// socket reports an IPv4 client, so one comparison covers both.
+using Address = std::array<unsigned char, 16>;
+
+inline std::optional<Address> parse_address(std::string_view text) {
+    const std::string copy(text);  // inet_pton wants a terminated string
+    Address out{};
+    unsigned char v4[4];
+    if (::inet_pton(AF_INET, copy.c_str(), v4) == 1) {
+        out[10] = out[11] = 0xff;
+        std::memcpy(out.data() + 12, v4, sizeof v4);
+        return out;
+    }
+    if (::inet_pton(AF_INET6, copy.c_str(), out.data()) == 1) return out;
+    return std::nullopt;
+}
+
+// AdminRequest::peer: "a.b.c.d:port", "[v6]:port", or either without the port; an IPv6 zone
+// ("%eth0") is ignored.
+inline std::optional<Address> peer_address(std::string_view peer) {
+    std::string_view host = peer;
+    if (!peer.empty() && peer.front() == '[') {
+        const std::size_t close = peer.find(']');
+        if (close == std::string_view::npos) return std::nullopt;
+        host = peer.substr(1, close - 1);
+    } else if (peer.find(':') != std::string_view::npos && peer.find(':') == peer.rfind(':')) {
+        host = peer.substr(0, peer.find(':'));
+    }
+    return parse_address(host.substr(0, host.find('%')));
+}
+
+struct Network {
+    Address address;
+    std::size_t bits;  // of the 128; an IPv4 prefix counts the 96 of the mapping too
+};
+
+// "10.0.0.0/8", "fd00::/8", or an address alone (all its bits); nothing when malformed.
+inline std::optional<Network> parse_network(std::string_view cidr) {
+    const std::size_t slash = cidr.find('/');
+    const std::optional<Address> address = parse_address(cidr.substr(0, slash));
+    if (!address) return std::nullopt;
+    const bool v4 = cidr.substr(0, slash).find(':') == std::string_view::npos;
+    const std::size_t most = v4 ? 32 : 128;
+    std::size_t bits = most;
+    if (slash != std::string_view::npos) {
+        const std::string_view digits = cidr.substr(slash + 1);
+        if (digits.empty() || digits.size() > 3) return std::nullopt;
+        bits = 0;
+        for (const char c : digits) {
+            if (c < '0' || c > '9') return std::nullopt;
+            bits = bits * 10 + static_cast<std::size_t>(c - '0');
+        }
+        if (bits > most) return std::nullopt;
+    }
+    return Network{*address, v4 ? bits + 96 : bits};
+}
+
+inline bool in_network(const Address& address, const Network& network) {
+    const std::size_t whole = network.bits / 8, rest = network.bits % 8;
+    if (std::memcmp(address.data(), network.address.data(), whole) != 0) return false;
+    if (rest == 0) return true;
+    const unsigned mask = (0xffu << (8 - rest)) & 0xffu;
+    return ((static_cast<unsigned>(address[whole]) ^ network.address[whole]) & mask) == 0;
+}
+
+inline bool is_loopback(const Address& address) {
+    return in_network(address, *parse_network("127.0.0.0/8")) || in_network(address, *parse_network("::1"));
+}
+
+// A loopback peer, or one in `allowed` (already checked by the handler's constructor).
+inline bool allowed_peer(std::string_view peer, const std::vector<std::string>& allowed) {
+    const std::optional<Address> address = peer_address(peer);
+    if (!address) return false;
+    if (is_loopback(*address)) return true;
+    for (const std::string& cidr : allowed)
+        if (const std::optional<Network> network = parse_network(cidr))
+            if (in_network(*address, *network)) return true;
+    return false;
+}
+
+// Anything after the media type must be parameters: `; name=value`, empty ones allowed (RFC 9110).
+inline bool form_content_type(std::string_view content_type) {
+    const std::string value = lower(content_type);
+    const std::string_view form = "application/x-www-form-urlencoded";
+    if (value.compare(0, form.size(), form) != 0) return false;
+    std::string_view rest = std::string_view(value).substr(form.size());
+    const auto trim = [](std::string_view part) {
+        while (!part.empty() && (part.front() == ' ' || part.front() == '\t')) part.remove_prefix(1);
+        while (!part.empty() && (part.back() == ' ' || part.back() == '\t')) part.remove_suffix(1);
+        return part;
+    };
+    rest = trim(rest);
+    while (!rest.empty()) {
+        if (rest.front() != ';') return false;
+        rest.remove_prefix(1);
+        const std::size_t next = rest.find(';');
+        const std::string_view parameter = trim(rest.substr(0, next));
+        rest = next == std::string_view::npos ? std::string_view() : rest.substr(next);
+        if (parameter.empty()) continue;
+        const std::size_t eq = parameter.find('=');
+        if (eq == 0 || eq == std::string_view::npos || eq + 1 == parameter.size()) return false;
+        for (const char c : parameter.substr(0, eq))
+            if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr))
+                return false;
+    }
+    return true;
 }
 
 // The time a comparison takes does not depend on where the strings differ.
@@ -384,6 +514,15 @@ inline std::optional<AdminResponse> check_caller(const AdminRequest& request, co
     const auto forbidden = [](const std::string& why) {
         return text("403 Forbidden: " + why + "\n", 403);
     };
+    // A token admits any peer (it is asked of every request below); else only loopback and allowed_peers.
+    if (options.token.empty() && !allowed_peer(request.peer, options.allowed_peers))
+        return forbidden(request.peer.empty()
+                             ? std::string("no peer address (AdminRequest::peer): the server must say who connected")
+                             : "peer " + views::plain_text(request.peer.substr(0, 64)) +
+                                   " is not loopback nor in the allow-list (AdminOptions::allowed_peers), and no token is set");
+    std::string_view host_part, port;
+    if (split_authority(request.host, host_part, port) && !host_part.empty() && !valid_port(port))
+        return text("400 Bad Request: the Host header's port must be a number from 1 to 65535\n", 400);
     const std::optional<std::string> host = host_name(request.host);
     if (!host) return forbidden(request.host.empty() ? "no Host header" : "malformed Host header");
     if (!allowed_host(*host, options.allowed_hosts))
@@ -525,11 +664,47 @@ inline AdminResponse answer(const std::string& format, const std::string& prefix
 
 // ---- waiting ------------------------------------------------------------------------------------
 
-enum class Outcome { complete, timed_out, cancelled };
+enum class Outcome { complete, timed_out, cancelled, cut };
 
 inline const char* outcome_name(Outcome outcome) {
-    return outcome == Outcome::complete ? "complete" : outcome == Outcome::timed_out ? "timeout" : "cancelled";
+    return outcome == Outcome::complete    ? "complete"
+           : outcome == Outcome::timed_out ? "timeout"
+           : outcome == Outcome::cancelled ? "cancelled"
+                                           : "cut";
 }
+
+// Keeps at most `limit` bytes of what is written and counts the rest, so that a value too big for
+// AdminOptions::max_body is never built whole.
+class BoundedBuffer : public std::streambuf {
+public:
+    explicit BoundedBuffer(std::size_t limit) : limit_(limit) {}
+    std::string& text() { return kept_; }
+    std::size_t size() const { return written_; }
+    bool overflowed() const { return written_ > limit_; }
+    void rewind(std::size_t size) {  // forgets what was written after `size` bytes
+        kept_.resize(std::min(size, kept_.size()));
+        written_ = size;
+    }
+
+protected:
+    int_type overflow(int_type c) override {
+        if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+        const char byte = traits_type::to_char_type(c);
+        xsputn(&byte, 1);
+        return c;
+    }
+    std::streamsize xsputn(const char* bytes, std::streamsize count) override {
+        const std::size_t n = static_cast<std::size_t>(count);
+        if (kept_.size() < limit_) kept_.append(bytes, std::min(n, limit_ - kept_.size()));
+        written_ += n;
+        return count;
+    }
+
+private:
+    std::size_t limit_;
+    std::size_t written_ = 0;
+    std::string kept_;
+};
 
 }  // namespace admin
 }  // namespace detail
@@ -619,12 +794,18 @@ inline AdminHandler::AdminHandler(AdminOptions options) : options_(std::move(opt
             throw std::invalid_argument("tracetree: AdminOptions::allowed_hosts holds host names in lower case without a port "
                                         "(IPv6 in brackets); got '" + host + "'");
     }
+    for (const std::string& cidr : options_.allowed_peers)
+        if (!detail::admin::parse_network(cidr))
+            throw std::invalid_argument("tracetree: AdminOptions::allowed_peers holds addresses or networks in CIDR "
+                                        "notation (\"10.0.0.0/8\", \"fd00::/8\", \"192.0.2.7\"); got '" + cidr + "'");
     if (options_.max_waiting < 1 || options_.max_waiting > 32)
         throw std::invalid_argument("tracetree: AdminOptions::max_waiting must be between 1 and 32");
     if (options_.max_timeout < std::chrono::seconds(1) || options_.max_timeout > std::chrono::hours(1))
         throw std::invalid_argument("tracetree: AdminOptions::max_timeout must be between 1 s and 1 h");
     if (options_.max_n < 1 || options_.max_n > 10000)
         throw std::invalid_argument("tracetree: AdminOptions::max_n must be between 1 and 10000");
+    if (options_.max_body < 1024 || options_.max_body > (std::size_t{1} << 30))
+        throw std::invalid_argument("tracetree: AdminOptions::max_body must be between 1 KiB and 1 GiB");
 }
 
 inline AdminHandler::~AdminHandler() {
@@ -728,8 +909,9 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
     if (question != std::string::npos) parse_form(std::string_view(request.target).substr(question + 1), "query", params);
     if (!request.body.empty()) {
         if (request.body.size() > 65536) refuse(413, "a body of at most 64 KiB");
-        if (lower(request.content_type).compare(0, 33, "application/x-www-form-urlencoded") != 0)
-            refuse(415, "a body holds parameters as application/x-www-form-urlencoded");
+        if (!form_content_type(request.content_type))
+            refuse(415, "a body holds parameters as application/x-www-form-urlencoded (parameters such as "
+                        "'; charset=utf-8' may follow, nothing else)");
         parse_form(request.body, "body", params);
     }
 
@@ -744,9 +926,13 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
         const Reader reader(params, {"format", "threads"});
         const std::string format = reader.choice("format", {"text", "human", "folded", "svg", "json", "html"});
         const bool threads = reader.flag("threads");
-        const Profile profile = tracetree::profile();
-        Profile shown = profile;
-        if (!threads) shown.threads = {profile.merged()};
+        Profile profile = tracetree::profile();
+        if (!threads && format != "svg" && format != "folded") {  // merged in place: no second copy of the threads
+            ThreadProfile all = profile.merged();
+            profile.threads.clear();
+            profile.threads.push_back(std::move(all));
+        }
+        const Profile& shown = profile;
         std::ostringstream out;
         if (format == "svg" || format == "folded") {
             FlameGraphOptions svg;
@@ -847,9 +1033,26 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
             refuse(503, e.what(), {{"Retry-After", "1"}});
         }
     };
-    std::ostringstream text_out, json_out;
+    // Only the format asked is built: a deep trace's text and JSON together cost twice the memory.
+    const bool as_json = format == "json";
+    BoundedBuffer values(options_.max_body);
+    std::ostream out(&values);
     const RenderOptions plain = RenderOptions().colour(Colour::never);
+    // Adds one value; false, leaving it out, when it does not fit in max_body.
+    const auto add = [&](const auto& value, std::size_t index) {
+        const std::size_t before = values.size();
+        if (as_json) {
+            out << (index == 0 ? "\n" : ",\n");
+            write_json_value(out, value);
+        } else {
+            render(out, value, plain);
+        }
+        if (!values.overflowed()) return true;
+        values.rewind(before);
+        return false;
+    };
     std::size_t got = 0;
+    bool cut = false;
     Outcome outcome = Outcome::complete;
 
     // Collects up to n values from a session until the deadline, the cancel or shutdown.
@@ -860,14 +1063,11 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
             const auto now = std::chrono::steady_clock::now();
             if (now >= deadline) break;
             auto value = session.next(std::chrono::duration_cast<Nanos>(deadline - now));
-            if (!value) break;
-            render(text_out, *value, plain);
-            json_out << (got == 0 ? "\n" : ",\n");
-            write_json_value(json_out, *value);
+            if (!value || (cut = !add(*value, got))) break;
             ++got;
         }
         waiter.release();
-        outcome = got == n ? Outcome::complete : waiter.was_cancelled() ? Outcome::cancelled : Outcome::timed_out;
+        outcome = cut ? Outcome::cut : got == n ? Outcome::complete : waiter.was_cancelled() ? Outcome::cancelled : Outcome::timed_out;
     };
 
     if (endpoint == "trace") {
@@ -885,33 +1085,38 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
         waiter.arm([&monitor] { monitor.stop(); });
         for (; got < n; ++got) {
             std::optional<MonitorInterval> interval = monitor.next();
-            if (!interval) break;
-            render(text_out, *interval, plain);
-            json_out << (got == 0 ? "\n" : ",\n");
-            write_json(json_out, *interval);
+            if (!interval || (cut = !add(*interval, got))) break;
         }
         waiter.release();
-        outcome = got == n ? Outcome::complete : Outcome::cancelled;
+        outcome = cut ? Outcome::cut : got == n ? Outcome::complete : Outcome::cancelled;
     }
 
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const std::string what = std::to_string(got) + " of " + std::to_string(n) + (is_monitor ? " interval(s)" : " invocation(s)") +
                              " of '" + detail::views::plain_text(pattern) + "'" +
                              (is_monitor || cost_ms == 0 ? std::string() : " costing at least " + number(cost_ms) + " ms");
-    if (outcome == Outcome::complete && !is_monitor)
-        text_out << "Command execution times exceed limit: " << n
-                 << ", so command will exit. You can set it with -n option.\n";
-    else if (outcome == Outcome::timed_out)
-        text_out << "Timed out after " << number(seconds) << " s: " << what << ".\n";
-    else if (outcome == Outcome::cancelled)
-        text_out << "Cancelled after " << number(waited) << " s: " << what << ".\n";
-
     const char* kind = endpoint == "trace" ? "traces" : endpoint == "stack" ? "stacks" : endpoint == "watch" ? "watches" : "intervals";
-    std::ostringstream json;
-    json << "{\"format\":\"tracetree-admin\",\"kind\":\"" << kind << "\",\"pattern\":" << detail::views::json_string(pattern)
-         << ",\"limit\":" << n << ",\"outcome\":\"" << outcome_name(outcome) << "\",\"" << kind << "\":[" << json_out.str()
-         << "\n]}\n";
-    return answer(format, options_.prefix, endpoint + " " + pattern, text_out.str(), json.str());
+    std::string& body = values.text();
+    if (as_json) {
+        std::ostringstream head;
+        head << "{\"format\":\"tracetree-admin\",\"kind\":\"" << kind << "\",\"pattern\":" << detail::views::json_string(pattern)
+             << ",\"limit\":" << n << ",\"outcome\":\"" << outcome_name(outcome) << '"'
+             << (cut ? ",\"max_body\":" + std::to_string(options_.max_body) : std::string()) << ",\"" << kind << "\":[";
+        body.insert(0, head.str());
+        body += "\n]}\n";
+        return answer(format, options_.prefix, endpoint + " " + pattern, "", body);
+    }
+    if (outcome == Outcome::complete && !is_monitor)
+        body += "Command execution times exceed limit: " + std::to_string(n) +
+                ", so command will exit. You can set it with -n option.\n";
+    else if (outcome == Outcome::timed_out)
+        body += "Timed out after " + number(seconds) + " s: " + what + ".\n";
+    else if (outcome == Outcome::cancelled)
+        body += "Cancelled after " + number(waited) + " s: " + what + ".\n";
+    else if (outcome == Outcome::cut)
+        body += "Cut at " + std::to_string(options_.max_body) + " bytes (AdminOptions::max_body): " + what +
+                "; the next did not fit.\n";
+    return answer(format, options_.prefix, endpoint + " " + pattern, body, "");
 }
 
 inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint, const detail::admin::Params& params) {
@@ -970,13 +1175,17 @@ inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint
              << ",\"recorded\":" << recorder_->recorded() << ",\"evicted\":" << recorder_->evicted();
     }
     json << ",\"traces\":[";
-    for (std::size_t i = 0; i < kept.size(); ++i) {
-        render(text_out, kept[i], RenderOptions().colour(Colour::never));
+    for (std::size_t i = 0; i < kept.size(); ++i) {  // only the format asked
+        if (format != "json") {
+            render(text_out, kept[i], RenderOptions().colour(Colour::never));
+            continue;
+        }
         json << (i == 0 ? "\n" : ",\n");
         write_json_value(json, kept[i]);
     }
     json << "\n]}\n";
-    return answer(format, options_.prefix, "flight recorder", text_out.str(), json.str());
+    return format == "json" ? answer(format, options_.prefix, "flight recorder", "", json.str())
+                            : answer(format, options_.prefix, "flight recorder", text_out.str(), "");
 }
 
 inline std::string AdminHandler::index_page() {

@@ -154,7 +154,9 @@ struct HttpReply {
     std::string retry_after;  // the header, when the answer had one
     std::string body;         // at most 1 MiB of it
 };
-// One request on a new connection, all of it within `timeout`. Headers with CR, LF or NUL are left out.
+// One request on a new connection, all of it (connect, send, the whole answer) within `timeout`,
+// reading at most 64 KiB of heads and 1 MiB of body whatever the peer sends (a longer body is cut, its
+// status kept). Redirects are not followed. Headers with CR, LF or NUL are left out.
 HttpReply http_post(const HttpEndpoint& endpoint, std::string_view content_type, std::string_view body,
                     const std::vector<std::pair<std::string, std::string>>& headers,
                     std::chrono::milliseconds timeout);
@@ -165,8 +167,12 @@ namespace detail {
 namespace otlp {
 
 using Clock = std::chrono::steady_clock;
+// What one answer may cost, whatever the peer sends: its heads (interim 1xx ones included), its body,
+// and for a chunked body the framing around it.
 inline constexpr std::size_t kMaxResponseHead = 64 * 1024;
 inline constexpr std::size_t kMaxResponseBody = 1024 * 1024;
+inline constexpr std::size_t kMaxChunkFraming = 64 * 1024;
+inline constexpr std::size_t kMaxChunkLine = 1024;
 // Spans per request: with names of a few hundred bytes, a few MiB of JSON, well under the 20 MiB
 // the OTLP specification recommends receivers accept.
 inline constexpr std::size_t kMaxBatchSpans = 8192;
@@ -468,9 +474,11 @@ inline int remaining_ms(Clock::time_point deadline) {
     return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
 }
 
-// Waits for `events` on the socket; false on the deadline.
+// Waits for `events` on the socket; false on the deadline. Checked before polling: poll() with no
+// time left still reports a ready socket, and a peer that is always ready must not outlast it.
 inline bool wait_for(int fd, short events, Clock::time_point deadline) {
     for (;;) {
+        if (Clock::now() >= deadline) return false;
         pollfd p{fd, events, 0};
         const int ready = ::poll(&p, 1, remaining_ms(deadline));
         if (ready > 0) return true;
@@ -511,15 +519,14 @@ inline int connect_to(const HttpEndpoint& endpoint, Clock::time_point deadline, 
 
 inline bool send_all(int fd, std::string_view bytes, Clock::time_point deadline, std::string& error) {
     while (!bytes.empty()) {
+        if (!wait_for(fd, POLLOUT, deadline)) {
+            error = "timed out sending the request";
+            return false;
+        }
         const ssize_t sent = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
         if (sent > 0) {
             bytes.remove_prefix(static_cast<std::size_t>(sent));
-        } else if (sent < 0 && errno == EINTR) {
-        } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (!wait_for(fd, POLLOUT, deadline)) {
-                error = "timed out sending the request";
-                return false;
-            }
+        } else if (sent < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
         } else {
             error = std::string("cannot send the request: ") + std::strerror(errno);
             return false;
@@ -528,22 +535,22 @@ inline bool send_all(int fd, std::string_view bytes, Clock::time_point deadline,
     return true;
 }
 
-// Reads more into `buffer`: >0 bytes read, 0 at the peer's close, -1 on error or the deadline.
-inline long receive(int fd, std::string& buffer, Clock::time_point deadline, std::string& error) {
+// Appends at most `limit` more bytes to `buffer`: >0 bytes read, 0 at the peer's close, -1 on error
+// or the deadline (with `error` set). The deadline holds however fast the peer sends.
+inline long receive(int fd, std::string& buffer, std::size_t limit, Clock::time_point deadline, std::string& error) {
     char chunk[16384];
     for (;;) {
-        const ssize_t got = ::recv(fd, chunk, sizeof chunk, 0);
+        if (!wait_for(fd, POLLIN, deadline)) {
+            error = "timed out waiting for the answer";
+            return -1;
+        }
+        const ssize_t got = ::recv(fd, chunk, std::min(sizeof chunk, limit), 0);
         if (got >= 0) {
             buffer.append(chunk, static_cast<std::size_t>(got));
             return static_cast<long>(got);
         }
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
             error = std::string("cannot read the answer: ") + std::strerror(errno);
-            return -1;
-        }
-        if (!wait_for(fd, POLLIN, deadline)) {
-            error = "timed out waiting for the answer";
             return -1;
         }
     }
@@ -606,26 +613,51 @@ inline std::optional<Head> parse_head(std::string_view text) {
     return head;
 }
 
-// A chunked body, complete: the decoded bytes; nothing while more is needed; `bad` when malformed.
-inline std::optional<std::string> dechunk(std::string_view raw, bool& bad) {
-    std::string out;
-    for (;;) {
-        const std::size_t line_end = raw.find("\r\n");
-        if (line_end == std::string_view::npos) return std::nullopt;
-        const std::string_view size_text = raw.substr(0, std::min(line_end, raw.find(';')));
-        const std::optional<std::uint64_t> size = decimal(tracecontext::trim_ows(size_text), 16);
-        if (!size || *size > kMaxResponseBody) {
-            bad = true;
-            return std::nullopt;
+// A chunked body, decoded as it arrives: no byte is looked at twice, and only the line being read is
+// kept. A size line longer than kMaxChunkLine (a number and extensions need a few dozen bytes) is
+// malformed: it is how a peer that never ends the line is stopped before the deadline.
+class Dechunker {
+public:
+    // Moves the complete lines and chunk bytes at the front of `raw` into `body` (past kMaxResponseBody
+    // they are dropped); true once the last chunk is read. `bad` when malformed.
+    bool feed(std::string& raw, std::string& body, bool& bad) {
+        std::size_t at = 0;
+        bool last = false;
+        while (!last && !bad && at < raw.size()) {
+            if (left_ > 0) {
+                const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(left_, raw.size() - at));
+                const std::size_t room = kMaxResponseBody - std::min(body.size(), kMaxResponseBody);
+                body.append(raw, at, std::min(take, room));
+                at += take;
+                left_ -= take;
+                after_data_ = left_ == 0;
+                continue;
+            }
+            const std::size_t line_end = raw.find("\r\n", at);
+            if (line_end == std::string::npos) {
+                bad = raw.size() - at > kMaxChunkLine;
+                break;
+            }
+            const std::string_view line(raw.data() + at, line_end - at);
+            at = line_end + 2;
+            if (after_data_) {  // the CRLF that ends a chunk's data
+                bad = !line.empty();
+                after_data_ = false;
+                continue;
+            }
+            const std::optional<std::uint64_t> size = decimal(tracecontext::trim_ows(line.substr(0, line.find(';'))), 16);
+            bad = !size || line.size() > kMaxChunkLine;
+            if (size) left_ = *size;
+            last = size && *size == 0;  // trailers are not needed
         }
-        raw.remove_prefix(line_end + 2);
-        if (*size == 0) return out;  // trailers are not needed
-        if (raw.size() < *size + 2) return std::nullopt;
-        out.append(raw.data(), *size);
-        if (out.size() > kMaxResponseBody) return out;
-        raw.remove_prefix(*size + 2);
+        raw.erase(0, at);
+        return last && !bad;
     }
-}
+
+private:
+    std::uint64_t left_ = 0;  // bytes of the current chunk still to come
+    bool after_data_ = false;
+};
 
 // Seconds to wait for a Retry-After value (delay-seconds or an IMF-fixdate); nothing when unreadable.
 inline std::optional<std::chrono::milliseconds> retry_after_delay(std::string_view value,
@@ -692,6 +724,9 @@ struct OtlpExporter::State {
     std::uint64_t answered = 0;  // of those: sent or given up
     std::uint64_t flush_target = 0;
     bool stopping = false;
+    // Set by the destructor: every request ends by then, the one in flight included (it started with
+    // `timeout` before it), so destruction takes `timeout` at most.
+    std::optional<detail::otlp::Clock::time_point> stop_deadline;
     OtlpStats stats;
 
     void add(Trace trace) {
@@ -718,7 +753,17 @@ struct OtlpExporter::State {
         const std::string body = detail::otlp::request_json(batch, options, spans);
         std::string reason;
         for (int attempt = 1;; ++attempt) {
-            const HttpReply reply = http_post(endpoint, "application/json", body, {}, options.timeout);
+            std::chrono::milliseconds timeout = options.timeout;
+            {
+                std::lock_guard<std::mutex> lock(mutex);
+                if (stop_deadline) {
+                    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*stop_deadline -
+                                                                                            detail::otlp::Clock::now());
+                    if (left.count() <= 0) return give_up(batch.size(), "stopped before it was sent");
+                    timeout = std::min(timeout, left);
+                }
+            }
+            const HttpReply reply = http_post(endpoint, "application/json", body, {}, timeout);
             std::unique_lock<std::mutex> lock(mutex);
             ++stats.requests;
             if (reply.status >= 200 && reply.status < 300) {
@@ -766,10 +811,8 @@ struct OtlpExporter::State {
 
     void run() {
         std::unique_lock<std::mutex> lock(mutex);
-        std::optional<detail::otlp::Clock::time_point> stop_deadline;
         for (;;) {
             if (!work_ready()) wake.wait_for(lock, options.flush_interval, [&] { return work_ready(); });
-            if (stopping && !stop_deadline) stop_deadline = detail::otlp::Clock::now() + options.timeout;
             if (queue.empty()) {
                 if (stopping) return;
                 continue;
@@ -831,6 +874,7 @@ inline OtlpExporter::~OtlpExporter() {
     {
         std::lock_guard<std::mutex> lock(state_->mutex);
         state_->stopping = true;
+        state_->stop_deadline = detail::otlp::Clock::now() + state_->options.timeout;
     }
     state_->wake.notify_all();
     sender_.join();
@@ -942,59 +986,67 @@ inline HttpReply http_post(const HttpEndpoint& endpoint, std::string_view conten
     request += "\r\n";
     if (!send_all(socket.fd(), request, deadline, reply.error) || !send_all(socket.fd(), body, deadline, reply.error))
         return reply;
+    // The head: interim 1xx heads and the final one, kMaxResponseHead bytes in all.
     std::string buffer;
     std::optional<Head> head;
-    std::size_t body_at = 0;
-    bool closed = false;
-    for (;;) {
-        if (!head) {
-            const std::size_t end = buffer.find("\r\n\r\n");
-            if (end != std::string::npos) {
-                head = parse_head(std::string_view(buffer).substr(0, end));
-                if (!head) {
-                    reply.error = "a malformed answer";
-                    return reply;
-                }
-                if (head->status < 200) {  // 100 Continue and friends: the real answer follows
-                    buffer.erase(0, end + 4);
-                    head.reset();
-                    continue;
-                }
-                body_at = end + 4;
-                if (head->status == 204 || head->status == 304) head->content_length = 0;
-            } else if (buffer.size() > kMaxResponseHead) {
+    std::size_t head_bytes = 0, scanned = 0;
+    while (!head) {
+        const std::size_t end = buffer.find("\r\n\r\n", scanned);
+        if (end == std::string::npos) {
+            scanned = buffer.size() < 3 ? 0 : buffer.size() - 3;
+            if (head_bytes + buffer.size() >= kMaxResponseHead) {
                 reply.error = "an answer head over 64 KiB";
                 return reply;
             }
-        }
-        if (head) {
-            const std::string_view raw = std::string_view(buffer).substr(body_at);
-            bool bad = false;
-            std::optional<std::string> complete;
-            if (head->chunked) complete = dechunk(raw, bad);
-            else if (head->content_length && raw.size() >= *head->content_length)
-                complete = std::string(raw.substr(0, static_cast<std::size_t>(*head->content_length)));
-            else if (closed || raw.size() > kMaxResponseBody) complete = std::string(raw);
-            if (bad) {
-                reply.error = "a malformed chunked answer";
+            const long got = receive(socket.fd(), buffer, kMaxResponseHead - head_bytes - buffer.size(), deadline, reply.error);
+            if (got < 0) return reply;
+            if (got == 0) {
+                reply.error = "the connection closed before an answer";
                 return reply;
             }
-            if (complete || closed) {
-                reply.status = head->status;
-                reply.retry_after = head->retry_after;
-                reply.body = complete ? std::move(*complete) : std::string(raw);
-                if (reply.body.size() > kMaxResponseBody) reply.body.resize(kMaxResponseBody);
-                return reply;
-            }
+            continue;
         }
-        if (closed) {
-            reply.error = "the connection closed before an answer";
+        head = parse_head(std::string_view(buffer).substr(0, end));
+        if (!head) {
+            reply.error = "a malformed answer";
             return reply;
         }
-        const long got = receive(socket.fd(), buffer, deadline, reply.error);
-        if (got < 0) return reply;
-        closed = got == 0;
+        head_bytes += end + 4;
+        buffer.erase(0, end + 4);
+        scanned = 0;
+        if (head->status < 200) head.reset();  // 100 Continue and friends: the real answer follows
     }
+    if (head->status == 204 || head->status == 304) head->content_length = 0;
+
+    // The body: complete, or cut once kMaxResponseBody bytes (and the chunks' framing) are read; the
+    // status stands either way, and the rest is never read.
+    const std::size_t most = kMaxResponseBody + (head->chunked ? kMaxChunkFraming : 0);
+    std::size_t read = buffer.size();
+    Dechunker dechunker;
+    for (;;) {
+        bool complete = false, bad = false;
+        if (head->chunked) {
+            complete = dechunker.feed(buffer, reply.body, bad);
+        } else {
+            reply.body.append(buffer, 0, kMaxResponseBody - std::min(reply.body.size(), kMaxResponseBody));
+            buffer.clear();
+            complete = head->content_length && read >= *head->content_length;
+        }
+        if (bad) {
+            reply.error = "a malformed chunked answer";
+            return reply;
+        }
+        if (complete || read >= most) break;
+        const long got = receive(socket.fd(), buffer, most - read, deadline, reply.error);
+        if (got < 0) return reply;
+        if (got == 0) break;  // closed: the end of a body without a length, or an answer cut short
+        read += static_cast<std::size_t>(got);
+    }
+    if (head->content_length && reply.body.size() > *head->content_length)
+        reply.body.resize(static_cast<std::size_t>(*head->content_length));
+    reply.status = head->status;
+    reply.retry_after = head->retry_after;
+    return reply;
 }
 
 TRACETREE_END_NAMESPACE

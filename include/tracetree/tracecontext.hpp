@@ -14,12 +14,14 @@
 // are ignored as the specification says, and a new trace starts.
 //
 // Reading order: ids, the two headers, the context a server adopts, the call a client makes.
-// Specification: W3C Trace Context Level 1 (https://www.w3.org/TR/trace-context/); docs/otel.md.
+// Specification: W3C Trace Context Level 1 (https://www.w3.org/TR/trace-context/) with its current key
+// grammar; docs/otel.md.
 #ifndef TRACETREE_TRACECONTEXT_HPP
 #define TRACETREE_TRACECONTEXT_HPP
 
 #include "control.hpp"  // annotate()
 
+#include <algorithm>  // std::find: a repeated tracestate key
 #include <array>
 #include <chrono>     // client spans' start and end
 #include <cstdint>
@@ -70,9 +72,10 @@ struct TraceParent {
 std::optional<TraceParent> parse_traceparent(std::string_view value) noexcept;
 
 // The list as it will be passed on: members in order, optional whitespace and empty members dropped,
-// joined by ','. Nothing when the header is invalid (the spec: discard it whole): a key or value
-// outside the grammar, more than 32 members, a key given twice. Longer than 512 characters, it is cut
-// by whole members as the spec says: those over 128 characters first, then from the end.
+// joined by ','; a key given again is dropped (the first stays). Nothing when the header is invalid
+// (the spec: discard it whole): a key or value outside the grammar, more than 32 members. Longer than
+// 512 characters, it is cut by whole members as the spec says: those over 128 characters first, then
+// from the end.
 std::optional<std::string> parse_tracestate(std::string_view combined);
 
 inline constexpr std::size_t kMaxTracestateLength = 512;
@@ -276,23 +279,16 @@ inline bool equals_lowercase(std::string_view text, std::string_view lower) noex
 inline bool is_lcalpha(char c) noexcept { return c >= 'a' && c <= 'z'; }
 inline bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 inline bool is_key_char(char c) noexcept {
-    return is_lcalpha(c) || is_digit(c) || c == '_' || c == '-' || c == '*' || c == '/';
+    return is_lcalpha(c) || is_digit(c) || c == '_' || c == '-' || c == '*' || c == '/' || c == '@';
 }
 
-// Level 1: simple-key = lcalpha 0*255(keychar); multi-tenant-key = tenant-id "@" system-id with
-// tenant-id = (lcalpha / DIGIT) 0*240(keychar) and system-id = lcalpha 0*13(keychar).
+// key = (lcalpha / DIGIT) 0*255(keychar), keychar taking '@' too: the grammar since 2020, which
+// replaced Level 1's simple-key / tenant@system (and with it the 241 + 14 character split).
 inline bool valid_key(std::string_view key) noexcept {
-    const std::size_t at = key.find('@');
-    const auto rest_ok = [](std::string_view part) {
-        for (std::size_t i = 1; i < part.size(); ++i)
-            if (!is_key_char(part[i])) return false;
-        return true;
-    };
-    if (at == std::string_view::npos)
-        return !key.empty() && key.size() <= 256 && is_lcalpha(key[0]) && rest_ok(key);
-    const std::string_view tenant = key.substr(0, at), system = key.substr(at + 1);
-    return !tenant.empty() && tenant.size() <= 241 && (is_lcalpha(tenant[0]) || is_digit(tenant[0])) &&
-           rest_ok(tenant) && !system.empty() && system.size() <= 14 && is_lcalpha(system[0]) && rest_ok(system);
+    if (key.empty() || key.size() > 256 || !(is_lcalpha(key[0]) || is_digit(key[0]))) return false;
+    for (const char c : key.substr(1))
+        if (!is_key_char(c)) return false;
+    return true;
 }
 
 // value = 0*255(chr) nblk-chr; chr = %x20 / nblk-chr; nblk-chr = %x21-2B / %x2D-3C / %x3E-7E.
@@ -393,6 +389,7 @@ inline std::optional<TraceParent> parse_traceparent(std::string_view value) noex
 inline std::optional<std::string> parse_tracestate(std::string_view combined) {
     using namespace detail::tracecontext;
     std::vector<std::string_view> members, keys;
+    std::size_t received = 0;
     while (true) {
         const std::size_t comma = combined.find(',');
         const std::string_view member = trim_ows(combined.substr(0, comma));
@@ -401,11 +398,12 @@ inline std::optional<std::string> parse_tracestate(std::string_view combined) {
             if (eq == std::string_view::npos) return std::nullopt;
             const std::string_view key = member.substr(0, eq);
             if (!valid_key(key) || !valid_value(member.substr(eq + 1))) return std::nullopt;
-            for (const std::string_view seen : keys)
-                if (seen == key) return std::nullopt;
-            if (members.size() == 32) return std::nullopt;
-            keys.push_back(key);
-            members.push_back(member);
+            if (++received > 32) return std::nullopt;
+            // The spec lets a repeated key be passed on or dropped, not the list: the first one stays.
+            if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+                keys.push_back(key);
+                members.push_back(member);
+            }
         }
         if (comma == std::string_view::npos) break;
         combined.remove_prefix(comma + 1);

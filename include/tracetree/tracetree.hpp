@@ -39,11 +39,6 @@
 // Everything else (limits, name length, memory budgets, the clock) is a run-time setting:
 // tracetree::set_limits() in control.hpp.
 
-#define TRACETREE_DETAIL_CAT2(a, b) a##b
-#define TRACETREE_DETAIL_CAT(a, b) TRACETREE_DETAIL_CAT2(a, b)
-#define TRACETREE_DETAIL_STRING2(a) #a
-#define TRACETREE_DETAIL_STRING(a) TRACETREE_DETAIL_STRING2(a)
-
 #ifdef TRACETREE_DISABLE
 
 #define TRACETREE_FUNCTION() static_cast<void>(0)

@@ -7,10 +7,12 @@
 #
 #   scripts/demo --xray        install what is missing (apt-get), build into build-demo-xray/ with clang++
 #   DEMO_XRAY_BUILD_DIR=dir    build elsewhere
+#   DEMO_BUILT=dir             use demo-server-xray as built in the meson folder dir (no install, no
+#                              build), on ports picked by the system (tests/demo/modes.sh)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${DEMO_XRAY_BUILD_DIR:-$ROOT/build-demo-xray}
+BUILD=${DEMO_BUILT:-${DEMO_XRAY_BUILD_DIR:-$ROOT/build-demo-xray}}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tracetree-demo-xray-XXXXXX")
 CALLS=21
 SERVER_PID=
@@ -28,26 +30,30 @@ trap 'exit 130' INT TERM
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 # ---- tools and build ----------------------------------------------------------------------------------
-missing=()
-for tool in meson:meson ninja:ninja-build clang++:clang curl:curl pkg-config:pkg-config; do
-  command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
-done
-for package in libclang-rt-14-dev libclang-common-14-dev zlib1g-dev libasio-dev doctest-dev; do
-  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  say "Installing ${missing[*]}"
-  SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+build() {
+  missing=()
+  for tool in meson:meson ninja:ninja-build clang++:clang curl:curl pkg-config:pkg-config; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+  done
+  for package in libclang-rt-14-dev libclang-common-14-dev zlib1g-dev libasio-dev doctest-dev; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "Installing ${missing[*]}"
+    SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
 
-say "Building demo-server-xray with clang++ into ${BUILD#"$ROOT"/}"
-# shellcheck source=scripts/lib/tree.sh
-. "$ROOT/scripts/lib/tree.sh"
-CXX=clang++ builddir_setup "$BUILD" -Dbenchmarks=false -Dtests=false -Ddemo_xray=enabled || exit 1
-meson compile -C "$BUILD" -j2 demo-server-xray >"$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log"; exit 1; }
+  say "Building demo-server-xray with clang++ into ${BUILD#"$ROOT"/}"
+  # shellcheck source=scripts/lib/tree.sh
+  . "$ROOT/scripts/lib/tree.sh"
+  CXX=clang++ builddir_setup "$BUILD" -Dbenchmarks=false -Dtests=false -Ddemo_xray=enabled || exit 1
+  meson compile -C "$BUILD" -j2 demo-server-xray >"$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log"; exit 1; }
+}
+[ -n "${DEMO_BUILT:-}" ] || build
 SERVER=$BUILD/examples/demo-xray/demo-server-xray
+[ -x "$SERVER" ] || { echo "no $SERVER" >&2; exit 1; }
 echo "built $SERVER"
 echo "its Tomcat replica, checked: no tracetree symbol in the objects, XRay sleds in each"
 python3 "$ROOT/tests/xray/check_objects.py" "$BUILD"/examples/demo-xray/libtracetree-demo-xray-{tomcat,zip}.a |
@@ -55,7 +61,9 @@ python3 "$ROOT/tests/xray/check_objects.py" "$BUILD"/examples/demo-xray/libtrace
 
 # ---- the server: TTL and gc cut to 100 ms, so that a call 300 ms after the last is slow every time ----
 LOG=$WORK/server.log
-for ports in "--port=7744 --channel-port=7745 --admin-port=7746" "--port=0 --channel-port=0 --admin-port=0"; do
+candidates=("--port=7744 --channel-port=7745 --admin-port=7746" "--port=0 --channel-port=0 --admin-port=0")
+[ -z "${DEMO_BUILT:-}" ] || candidates=("${candidates[1]}")
+for ports in "${candidates[@]}"; do
   # shellcheck disable=SC2086
   "$SERVER" --cache-ttl=100ms --gc-period=100ms $ports >"$LOG" 2>&1 &
   SERVER_PID=$!
@@ -72,6 +80,7 @@ done
 [ -n "$SERVER_PID" ] || { cat "$LOG"; exit 1; }
 APP=$(sed -n 's/.* app=http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$LOG")
 ADMIN=$(sed -n 's/.* admin=http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$LOG")
+ADMIN_URL=http://127.0.0.1:$ADMIN/debug/tracetree  # tracetree::AdminHandler (docs/admin.md)
 grep '^demo-server: mode=' "$LOG" | cut -c1-100
 patched() { grep '^xray:' "$LOG" | tail -1; }
 
@@ -94,9 +103,9 @@ batch; BEFORE=$MEDIAN; BEFORE_PATCHED=$(patched)
 echo "median /send over $CALLS calls: $BEFORE"
 
 say "A live trace (Arthas: trace Http11Processor service '#cost > 10'): it patches Tomcat's functions"
-curl -s "http://127.0.0.1:$ADMIN/trace?pattern=Http11Processor::service&cost=10&n=1&timeout=20" >"$WORK/trace.txt" &
+curl -s "$ADMIN_URL/trace?pattern=Http11Processor::service&cost=10&n=1&timeout=20" >"$WORK/trace.txt" &
 TRACE=$!
-echo "\$ curl 'http://127.0.0.1:$ADMIN/trace?pattern=Http11Processor::service&cost=10&n=1' &"
+echo "\$ curl '$ADMIN_URL/trace?pattern=Http11Processor::service&cost=10&n=1' &"
 sleep 0.5
 echo "\$ curl http://127.0.0.1:$APP/send"
 curl -s -o /dev/null "http://127.0.0.1:$APP/send"
@@ -114,7 +123,7 @@ echo "what the server said each time the sessions changed:"
 grep '^xray:' "$LOG" | tail -3 | sed 's/^/  /'
 
 say "The latency while a trace captures every call ($CALLS calls, cost >= 0)"
-curl -s -o /dev/null "http://127.0.0.1:$ADMIN/trace?pattern=Http11Processor::service&cost=0&n=$CALLS&timeout=120" &
+curl -s -o /dev/null "$ADMIN_URL/trace?pattern=Http11Processor::service&cost=0&n=$CALLS&timeout=120" &
 TRACE=$!
 sleep 0.5
 DURING_PATCHED=$(patched)
@@ -127,6 +136,12 @@ AFTER_PATCHED=$(patched)
 echo "server: $AFTER_PATCHED"
 batch; AFTER=$MEDIAN
 echo "median /send over $CALLS calls: $AFTER"
+# A function still running on some thread when the trace ended (its caller's frame) stays patched
+# until it returns, and the server reports only when sessions change: a session that matches nothing
+# makes it report again, after the batch's calls have returned through those frames.
+curl -s -o /dev/null "$ADMIN_URL/trace?pattern=NoSuchFunction&timeout=0.001"
+AFTER_PATCHED=$(patched)
+echo "server, after the calls: $AFTER_PATCHED"
 echo "$AFTER_PATCHED" | grep -q '^xray: 0 of' || { echo "functions left patched"; exit 1; }
 
 say "Side by side: $CALLS calls to /send each, every one after the cache TTL and a gc"

@@ -61,7 +61,9 @@ public:
 private:
     void accept_loop() {
         for (;;) {
-            const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+            sockaddr_in peer{};
+            socklen_t length = sizeof peer;
+            const int fd = ::accept4(listener_, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_CLOEXEC);
             if (fd < 0) {
                 if (errno == EINTR || errno == ECONNABORTED) continue;
                 return;
@@ -72,7 +74,9 @@ private:
                 return;
             }
             open_.insert(fd);
-            threads_.emplace_back([this, fd] { serve(fd); });
+            char address[INET_ADDRSTRLEN] = "";
+            ::inet_ntop(AF_INET, &peer.sin_addr, address, sizeof address);
+            threads_.emplace_back([this, fd, from = std::string(address) + ":" + std::to_string(ntohs(peer.sin_port))] { serve(fd, from); });
         }
     }
 
@@ -99,7 +103,7 @@ private:
         return bytes.size() <= 1 << 20;
     }
 
-    void serve(int fd) {
+    void serve(int fd, const std::string& peer) {
         std::string bytes;
         std::size_t head_end = std::string::npos;
         while ((head_end = bytes.find("\r\n\r\n")) == std::string::npos)
@@ -111,6 +115,7 @@ private:
 
         tracetree::AdminRequest request;
         const std::size_t space = head.find(' '), space2 = head.find(' ', space + 1);
+        request.peer = peer;
         request.method = head.substr(0, space);
         request.target = head.substr(space + 1, space2 - space - 1);
         request.host = header(head, "host");

@@ -43,6 +43,7 @@ AdminRequest get(const std::string& target) {
     request.method = "GET";
     request.target = kPrefix + target;
     request.host = "127.0.0.1:7746";
+    request.peer = "127.0.0.1:53122";
     return request;
 }
 
@@ -306,6 +307,29 @@ TEST_CASE("a bad parameter gets a 400 naming it") {
     AdminRequest json_body = post("/reset", "{}");
     json_body.content_type = "application/json";
     CHECK(handler.handle(json_body).status == 415);
+    // The form type, then parameters only.
+    for (const char* type : {"application/x-www-form-urlencoded", "Application/X-WWW-Form-URLEncoded",
+                             "application/x-www-form-urlencoded; charset=utf-8", "application/x-www-form-urlencoded ;charset=UTF-8 ",
+                             "application/x-www-form-urlencoded;", "application/x-www-form-urlencoded; a=1;b=\"2\""}) {
+        AdminRequest form = post("/reset", "format=text");
+        form.content_type = type;
+        CHECK_MESSAGE(handler.handle(form).status == 200, type);
+    }
+    for (const char* type : {"application/x-www-form-urlencodedx", "application/x-www-form-urlencoded/json",
+                             "application/x-www-form-urlencoded, application/json", "application/x-www-form-urlencoded; charset",
+                             "application/x-www-form-urlencoded; =utf-8", "application/x-www-form-urlencoded; charset=",
+                             "application/x-www-form-urlencoded; ch@rset=utf-8", "application/x-www-form-urlencoded junk", ""}) {
+        AdminRequest form = post("/reset", "format=text");
+        form.content_type = type;
+        const AdminResponse refused = handler.handle(form);
+        CHECK_MESSAGE(refused.status == 415, type);
+        CHECK(contains(refused.body, "415 Unsupported Media Type"));
+    }
+    // A body of 64 KiB is read (here its unknown parameter is the 400); one byte more is refused unread.
+    const std::string filler = "format=text&x=";
+    CHECK(handler.handle(post("/reset", filler + std::string(65536 - filler.size(), 'y'))).status == 400);
+    const AdminResponse too_big = handler.handle(post("/reset", filler + std::string(65537 - filler.size(), 'y')));
+    CHECK(too_big.status == 413);
     CHECK(handler.waiting() == 0);
 }
 
@@ -343,9 +367,14 @@ TEST_CASE("Host and Origin: loopback names or the allow-list, else 403") {
                              "admin.internal:8080", "[fd00::1]:1"})
         CHECK_MESSAGE(with(host) == 200, host);
     for (const char* host : {"", "evil.example", "evil.example:7746", "127.0.0.1.evil.example", "localhost.", "127.0.0.2",
-                             "::1", "[::1", "[::1]x", "localhost:", "localhost:123456", "localhost:8o", "0.0.0.0",
-                             "admin.internal.evil"})
+                             "::1", "[::1", "[::1]x", "0.0.0.0", "admin.internal.evil"})
         CHECK_MESSAGE(with(host) == 403, host);
+    // A port out of range is a malformed request, not a stranger.
+    for (const char* host : {"localhost:", "localhost:0", "localhost:65536", "localhost:123456", "localhost:8o",
+                             "[::1]:0", "127.0.0.1:-1", "evil.example:99999"})
+        CHECK_MESSAGE(with(host) == 400, host);
+    CHECK(with("localhost:65535") == 200);
+    CHECK(with("localhost", "http://localhost:0") == 403);
     CHECK(with("localhost", "http://localhost:7746") == 200);
     CHECK(with("localhost", "https://127.0.0.1") == 200);
     CHECK(with("localhost", "http://admin.internal") == 200);
@@ -364,6 +393,60 @@ TEST_CASE("Host and Origin: loopback names or the allow-list, else 403") {
                         return bad;
                     }()),
                     std::invalid_argument);
+}
+
+TEST_CASE("the peer: loopback, allowed_peers, or any peer with the token; else 403") {
+    tracetree::AdminOptions options;
+    options.allowed_peers = {"10.1.0.0/16", "192.0.2.7", "fd00::/8", "2001:db8::1/128", "fe80::/10"};
+    AdminHandler handler(options);
+    const auto from = [&](const std::string& peer) {
+        AdminRequest request = get("/profile");
+        request.peer = peer;
+        return handler.handle(request);
+    };
+    for (const char* peer : {"127.0.0.1:53122", "127.9.8.7:1", "[::1]:53122", "::1", "127.0.0.1", "[::ffff:127.0.0.1]:9",
+                             "10.1.255.3:80", "[::ffff:10.1.2.3]:3", "192.0.2.7:5", "[fd12:3456::1]:80", "[2001:db8::1]:1",
+                             "[fe80::1%eth0]:2"})
+        CHECK_MESSAGE(from(peer).status == 200, peer);
+    for (const char* peer : {"10.2.0.1:80", "192.0.2.8:5", "192.168.1.20:53122", "[fe00::1]:80", "[2001:db8::2]:1",
+                             "[::ffff:10.2.0.1]:3", "0.0.0.0:1", "[::]:1", "localhost:80", "127.0.0.1.evil:1", "[::1", "junk"})
+        CHECK_MESSAGE(from(peer).status == 403, peer);
+    const AdminResponse stranger = from("192.168.1.20:53122");
+    CHECK(contains(stranger.body, "peer 192.168.1.20:53122 is not loopback nor in the allow-list (AdminOptions::allowed_peers)"));
+    // Unset: the host server did not say who connected, so nobody is assumed local.
+    const AdminResponse unknown = from("");
+    CHECK(unknown.status == 403);
+    CHECK(contains(unknown.body, "no peer address (AdminRequest::peer)"));
+    // The peer is checked before the Host: a stranger with a loopback Host header is still refused.
+    AdminRequest spoofed = get("/profile");
+    spoofed.peer = "198.51.100.4:4000";
+    spoofed.host = "localhost";
+    CHECK(handler.handle(spoofed).status == 403);
+
+    // With a token, any peer that gives it is admitted, and none that does not.
+    tracetree::AdminOptions with_token;
+    with_token.token = "t0ken";
+    AdminHandler guarded(with_token);
+    AdminRequest remote = get("/profile");
+    remote.peer = "198.51.100.4:4000";
+    CHECK(guarded.handle(remote).status == 401);
+    remote.authorization = "Bearer t0ken";
+    CHECK(guarded.handle(remote).status == 200);
+    remote.peer = "";
+    CHECK(guarded.handle(remote).status == 200);
+
+    for (const char* cidr : {"10.0.0.0/33", "fd00::/129", "10.0.0/8", "10.0.0.0/", "10.0.0.0/8x", "host.example", "", "::1/-1",
+                             "10.0.0.0/08/1"}) {
+        tracetree::AdminOptions bad;
+        bad.allowed_peers = {"127.0.0.0/8", cidr};
+        try {
+            AdminHandler refused(bad);
+            FAIL_CHECK("accepted '" << std::string(cidr) << "'");
+        } catch (const std::invalid_argument& e) {
+            CHECK_MESSAGE(contains(e.what(), "AdminOptions::allowed_peers"), cidr);
+            CHECK_MESSAGE(contains(e.what(), "got '" + std::string(cidr) + "'"), cidr);
+        }
+    }
 }
 
 TEST_CASE("a bearer token: 401 with WWW-Authenticate when missing or wrong") {
@@ -435,6 +518,35 @@ TEST_CASE("a limit on waiting calls (503), cancellation, shutdown, and bounded o
     invalid([](tracetree::AdminOptions& o) { o.max_n = 0; });
 }
 
+TEST_CASE("max_body: a call answers with the values that fit and says where it was cut") {
+    tracetree::AdminOptions options;
+    options.max_body = 2048;
+    AdminHandler handler(options);
+    for (const char* format : {"text", "json"}) {
+        CAPTURE(format);
+        Call call(handler, get(std::string("/trace?pattern=admin_work::work&n=100&timeout=20&format=") + format));
+        REQUIRE(handler.wait_for_waiting(1, 20s));
+        for (int i = 0; i < 100000 && handler.waiting() != 0; ++i) admin_work::work(i);  // until it has what fits
+        const AdminResponse& response = call.result();
+        CHECK(response.status == 200);
+        CHECK(response.body.size() <= 2048 + 256);  // the values, then the closing line or the JSON's frame
+        if (std::string(format) == "text") {
+            CHECK(contains(response.body, "`---ts="));  // at least one trace fits
+            CHECK(contains(response.body, "Cut at 2048 bytes (AdminOptions::max_body): "));
+            CHECK(contains(response.body, " of 100 invocation(s) of 'admin_work::work'; the next did not fit."));
+        } else {
+            CHECK(contains(response.body, "\"outcome\":\"cut\",\"max_body\":2048,\"traces\":[\n{"));
+            CHECK(contains(response.body, "\n]}\n"));
+        }
+    }
+    CHECK_THROWS_AS(AdminHandler([] {
+                        tracetree::AdminOptions bad;
+                        bad.max_body = 1000;
+                        return bad;
+                    }()),
+                    std::invalid_argument);
+}
+
 TEST_CASE("the index page escapes what it prints and mounts anywhere") {
     tracetree::AdminOptions options;
     options.prefix = "";
@@ -443,11 +555,13 @@ TEST_CASE("the index page escapes what it prints and mounts anywhere") {
     start.method = "POST";
     start.target = "/recorder/start?pattern=%3Cimg%20src%3Dx%3E%22%27";
     start.host = "localhost";
+    start.peer = "[::1]:40000";
     CHECK(handler.handle(start).status == 200);
     AdminRequest index;
     index.method = "GET";
     index.target = "/";
     index.host = "localhost";
+    index.peer = "127.0.0.1:40000";
     const AdminResponse page = handler.handle(index);
     CHECK(page.status == 200);
     CHECK(contains(page.body, "&lt;img src=x&gt;&quot;&#39;"));

@@ -7,12 +7,11 @@
 #include <tracetree/tracetree.hpp>
 #include <tracetree/views.hpp>
 
+#include "loopback.hpp"
 #include "samples.hpp"
 
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -103,15 +102,7 @@ struct Reply {
 class Receiver {
 public:
     Receiver() {
-        fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-        REQUIRE(::listen(fd_, 16) == 0);
-        socklen_t length = sizeof address;
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
-        port_ = ntohs(address.sin_port);
+        fd_ = loopback::listen_on_any_port(port_);
         thread_ = std::thread([this] { run(); });
     }
     ~Receiver() {
@@ -148,20 +139,8 @@ private:
         }
     }
     void serve(int client) {
-        std::string buffer;
-        char chunk[65536];
-        std::size_t head_end = std::string::npos, length = 0;
-        while (head_end == std::string::npos || buffer.size() < head_end + 4 + length) {
-            pollfd p{client, POLLIN, 0};
-            if (::poll(&p, 1, 5000) <= 0) break;
-            const ssize_t got = ::recv(client, chunk, sizeof chunk, 0);
-            if (got <= 0) break;
-            buffer.append(chunk, static_cast<std::size_t>(got));
-            if (head_end == std::string::npos && (head_end = buffer.find("\r\n\r\n")) != std::string::npos) {
-                const std::size_t at = buffer.find("Content-Length: ");
-                if (at != std::string::npos && at < head_end) length = std::stoul(buffer.substr(at + 16));
-            }
-        }
+        const std::string buffer = loopback::read_request(client, -1, 5000);
+        const std::size_t head_end = buffer.find("\r\n\r\n");
         Reply reply;
         {
             std::lock_guard<std::mutex> lock(mutex_);

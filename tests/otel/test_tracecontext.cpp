@@ -125,12 +125,18 @@ TEST_CASE("tracestate: grammar, OWS, empty members and the canonical list") {
     const std::string simple = "abcdefghijklmnopqrstuvwxyz0123456789_-*/";
     CHECK(tracetree::parse_tracestate(simple + "=" + all_value) == simple + "=" + all_value);
     CHECK(tracetree::parse_tracestate(simple + "@a-z0-9_-*/=" + all_value));
-    CHECK(tracetree::parse_tracestate("0tenant@vendor=1"));  // a tenant may start with a digit
+    // The key grammar since 2020: (lcalpha / DIGIT) 0*255(keychar), '@' a keychar like the others.
+    for (const char* key : {"0tenant@vendor", "0foo", "foo@", "foo@@bar", "foo@bar@baz", "foo@0vendor", "9"}) {
+        CAPTURE(key);
+        CHECK(tracetree::parse_tracestate(std::string(key) + "=1,bar=2") == std::string(key) + "=1,bar=2");
+    }
+    // A repeated key is passed on once, the first one; the list is not discarded.
+    CHECK(tracetree::parse_tracestate("foo=1,foo=1") == std::string("foo=1"));
+    CHECK(tracetree::parse_tracestate("foo=1,bar=2,foo=3") == std::string("foo=1,bar=2"));
 
     const char* const invalid[] = {
-        "foo =1", "FOO=1", "foo.bar=1", "foo@=1,bar=2", "@foo=1,bar=2", "foo@@bar=1,bar=2", "foo@bar@baz=1,bar=2",
-        "foo=bar=baz", "foo=,bar=3", "foo=1,foo=1", "foo=1,foo=2", "0foo=1", "foo", "foo=1\tx", "foo=\x7f",
-        "foo=caf\xc3\xa9", "=1", "foo@0vendor=1",
+        "foo =1", "FOO=1", "foo.bar=1", "@foo=1,bar=2", "_foo=1", "foo=bar=baz", "foo=,bar=3", "foo", "foo=1\tx",
+        "foo=\x7f", "foo=caf\xc3\xa9", "=1",
     };
     for (const char* value : invalid) {
         CAPTURE(value);
@@ -143,12 +149,14 @@ TEST_CASE("tracestate: the spec's limits") {
     for (int i = 1; i <= 32; ++i) members += (i == 1 ? "" : ",") + std::string("bar") + std::to_string(100 + i) + "=1";
     CHECK(tracetree::parse_tracestate(members));
     CHECK_FALSE(tracetree::parse_tracestate(members + ",bar33=1"));
-    // Keys: 256 characters, a tenant of 241 and a vendor of 14; one more is invalid.
+    CHECK_FALSE(tracetree::parse_tracestate(members + ",bar101=2"));  // 33 received, one of them repeated
+    // Keys: 256 characters wherever the '@' is; one more is invalid.
     CHECK(tracetree::parse_tracestate("foo=1," + std::string(256, 'z') + "=1"));
     CHECK_FALSE(tracetree::parse_tracestate("foo=1," + std::string(257, 'z') + "=1"));
     CHECK(tracetree::parse_tracestate("foo=1," + std::string(241, 't') + "@" + std::string(14, 'v') + "=1"));
-    CHECK_FALSE(tracetree::parse_tracestate("foo=1," + std::string(242, 't') + "@v=1"));
-    CHECK_FALSE(tracetree::parse_tracestate("foo=1,t@" + std::string(15, 'v') + "=1"));
+    CHECK(tracetree::parse_tracestate("foo=1," + std::string(242, 't') + "@v=1"));
+    CHECK(tracetree::parse_tracestate("foo=1,t@" + std::string(15, 'v') + "=1"));
+    CHECK_FALSE(tracetree::parse_tracestate("foo=1,t@" + std::string(255, 'v') + "=1"));
     // Values: 256 characters.
     CHECK(tracetree::parse_tracestate("foo=" + std::string(256, 'x')));
     CHECK_FALSE(tracetree::parse_tracestate("foo=" + std::string(257, 'x')));
@@ -166,6 +174,28 @@ TEST_CASE("tracestate: longer than 512 characters, cut by whole members, long on
     CHECK(cut->back() != ',');
     // Under the limit nothing is cut.
     CHECK(tracetree::parse_tracestate(long_member) == long_member);
+}
+
+TEST_CASE("tracestate: exactly 512 characters is not cut, 513 is") {
+    std::string list;
+    for (const char key : {'a', 'b', 'c', 'd', 'e'}) list += std::string(1, key) + "=" + std::string(98, 'v') + ",";  // 101 each
+    list += "f=" + std::string(5, 'w');
+    REQUIRE(list.size() == 512);
+    CHECK(tracetree::parse_tracestate(list) == list);
+    const auto cut = tracetree::parse_tracestate(list + "w");
+    REQUIRE(cut);
+    CHECK(cut->size() < 512);
+}
+
+TEST_CASE("tracestate: the cut's 128-character boundary: 128 stays, 129 goes") {
+    const std::string over = "a=" + std::string(127, 'x');   // 129 characters
+    const std::string at = "e=" + std::string(126, 'z');     // 128 characters: not a long member
+    std::string middle;
+    for (const char key : {'b', 'c', 'd'}) middle += std::string(1, key) + "=" + std::string(98, 'y') + ",";  // 100 each
+    // 561 characters; the cut looks at the members from the end, so it meets the 128 one first.
+    const auto cut = tracetree::parse_tracestate(over + "," + middle + at);
+    REQUIRE(cut);
+    CHECK(*cut == middle + at);
 }
 
 TEST_CASE("ContextHeaders: casing, repeated headers, a tracestate without traceparent") {
@@ -193,7 +223,7 @@ TEST_CASE("ContextHeaders: casing, repeated headers, a tracestate without tracep
     CHECK(context({{"traceparent", kValid}, {"tracestate", "foo=1,bar=2"}, {"TraceState", "rojo=1,congo=2"}, {"tracestate", "baz=3"}})
               .tracestate == "foo=1,bar=2,rojo=1,congo=2,baz=3");
     CHECK(context({{"traceparent", kValid}, {"tracestate", ""}, {"tracestate", "foo=1"}}).tracestate == "foo=1");
-    CHECK(context({{"traceparent", kValid}, {"tracestate", "foo=1"}, {"tracestate", "foo=2"}}).tracestate.empty());
+    CHECK(context({{"traceparent", kValid}, {"tracestate", "foo=1"}, {"tracestate", "foo=2"}}).tracestate == "foo=1");
     CHECK(context({{"traceparent", kValid}, {"trace-state", "foo=1"}}).tracestate.empty());
     // A bad tracestate does not affect the traceparent.
     CHECK(context({{"traceparent", kValid}, {"tracestate", "FOO=1"}}).trace_id.hex() == kTraceId);

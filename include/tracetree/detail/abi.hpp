@@ -8,9 +8,12 @@
 #ifndef TRACETREE_DETAIL_ABI_HPP
 #define TRACETREE_DETAIL_ABI_HPP
 
-#include "../tracetree.hpp"  // the version and the token macros
-
 #include <cstddef>  // the standard library's configuration macros, read below
+
+#define TRACETREE_DETAIL_CAT2(a, b) a##b
+#define TRACETREE_DETAIL_CAT(a, b) TRACETREE_DETAIL_CAT2(a, b)
+#define TRACETREE_DETAIL_STRING2(a) #a
+#define TRACETREE_DETAIL_STRING(a) TRACETREE_DETAIL_STRING2(a)
 
 #if defined(_LIBCPP_VERSION)
 #define TRACETREE_DETAIL_STDLIB_ABI TRACETREE_DETAIL_CAT(_libcxx, _LIBCPP_ABI_VERSION)
@@ -25,7 +28,7 @@
 #define TRACETREE_DETAIL_DEBUG_ABI
 #endif
 
-// v0_2, v0_2_debug, v0_2_cxx98, v0_2_libcxx1, ...
+// v0_2, v0_2_debug, v0_2_cxx98, v0_2_libcxx1, ... (recorder.hpp checks the version against tracetree.hpp's)
 #define TRACETREE_ABI TRACETREE_DETAIL_CAT(TRACETREE_DETAIL_CAT(v0_2, TRACETREE_DETAIL_STDLIB_ABI), TRACETREE_DETAIL_DEBUG_ABI)
 #define TRACETREE_BEGIN_NAMESPACE namespace tracetree { inline namespace TRACETREE_ABI {
 #define TRACETREE_END_NAMESPACE } }

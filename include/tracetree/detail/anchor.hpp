@@ -57,7 +57,9 @@ public:
                 else if (entry->d_tag == DT_HASH) sysv_hash_ = reinterpret_cast<const ElfW(Word)*>(at(entry->d_un.d_ptr));
             }
         }
-        if (symbols_ == nullptr || strings_ == nullptr) gnu_hash_ = nullptr, sysv_hash_ = nullptr;
+        // A table without buckets (or without symbols) has nothing to find.
+        if (symbols_ == nullptr || strings_ == nullptr || (gnu_hash_ != nullptr && gnu_hash_[0] == 0)) gnu_hash_ = nullptr;
+        if (symbols_ == nullptr || strings_ == nullptr || (sysv_hash_ != nullptr && sysv_hash_[0] == 0)) sysv_hash_ = nullptr;
     }
 
     // The defined symbol `name`'s address, or null.

@@ -26,19 +26,17 @@ TRACETREE_DETAIL_COLD inline RuntimeImpl& runtime() {
     static std::mutex starting;  // this copy's threads start one at a time
     std::lock_guard<std::mutex> lock(starting);
     if (Recorder* found = find_recorder()) return as_runtime(found);
-    auto* fresh = new RuntimeImpl;
+    // The throw hook's probe runs before the recorder is published: recorder_info() never reads a
+    // field being written.
+    auto* fresh = new RuntimeImpl(check_throw_hook());
     auto* chosen = static_cast<Recorder*>(settle_recorder(static_cast<Recorder*>(fresh)));
-    if (chosen == fresh) {
-        fresh->started();
-        fresh->checked_throw_hook(check_throw_hook(fresh));
-    } else {
-        delete fresh;
-    }
+    if (chosen == fresh) fresh->started();
+    else delete fresh;
     return as_runtime(chosen);
 }
 
 // Files that control tracing start the recorder before main, so that it records from the start.
-inline const bool g_runtime_started = [] {
+TRACETREE_DETAIL_LOCAL inline const bool g_runtime_started = [] {
     try {
         runtime();
         return true;

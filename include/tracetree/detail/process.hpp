@@ -93,12 +93,15 @@ inline void find_anchors(const void* mine, RecorderInfo& result) {
     for (const auto& other : seen) result.others.push_back(other.first);
 }
 
-// Keeps the module of `code` loaded for ever; its path.
-inline std::string pin_module(void* code) {
+// The path of the executable or library that holds `code`.
+inline std::string module_of(void* code) {
     Dl_info where{};
-    if (dladdr(code, &where) == 0 || where.dli_fname == nullptr) return "";
-    dlopen(where.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-    return where.dli_fname;
+    return dladdr(code, &where) != 0 && where.dli_fname != nullptr ? where.dli_fname : "";
+}
+// Keeps the module of `code` loaded for ever.
+inline void pin_module(void* code) {
+    const std::string module = module_of(code);
+    if (!module.empty()) dlopen(module.c_str(), RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 }  // namespace detail

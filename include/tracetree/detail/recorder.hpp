@@ -8,7 +8,8 @@
 #ifndef TRACETREE_DETAIL_RECORDER_HPP
 #define TRACETREE_DETAIL_RECORDER_HPP
 
-#include "anchor.hpp"  // the namespace; where the process's recorder is found
+#include "../tracetree.hpp"  // the version
+#include "anchor.hpp"           // the namespace; where the process's recorder is found
 
 #include <atomic>       // counters and flags shared with snapshot readers
 #include <cstddef>      // std::size_t, std::nullptr_t
@@ -19,6 +20,8 @@
 #include <time.h>  // clock_gettime where there is no time-stamp counter
 #endif
 
+
+static_assert(TRACETREE_VERSION_MAJOR == 0 && TRACETREE_VERSION_MINOR == 2, "detail/abi.hpp names the version: update it too");
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {

@@ -8,7 +8,7 @@
 //
 // One process, one recorder: the first copy of this header to run starts it and writes its address
 // into the anchors (detail/anchor.hpp); every other copy, whatever the linking, finds it there.
-// Everything that allocates objects the recorder keeps runs in the publishing copy (virtual calls),
+// Everything that allocates objects the recorder keeps runs in the starting copy (virtual calls),
 // whose module is pinned in memory, so a library that is unloaded takes nothing the recorder needs.
 #ifndef TRACETREE_DETAIL_RUNTIME_HPP
 #define TRACETREE_DETAIL_RUNTIME_HPP
@@ -35,7 +35,9 @@ namespace detail {
 
 class RuntimeImpl : public Recorder {
 public:
-    RuntimeImpl() {
+    // `throw_hook`: why throws are not seen, or empty (detail/throw_hook.hpp, check_throw_hook()).
+    explicit RuntimeImpl(std::string throw_hook)
+        : throw_hook_(std::move(throw_hook)), module_(module_of(reinterpret_cast<void*>(&install_fork_handlers))) {
         if (pthread_key_create(&thread_key_, [](void* state) {
                 auto* thread = static_cast<ThreadState*>(state);
                 static_cast<RuntimeImpl*>(thread->arena.recorder)->threads_.retire(*thread);
@@ -324,13 +326,10 @@ public:
     void started() {
         // From now on every copy's slow paths run this object's virtual functions, and the thread-exit
         // and fork handlers run this copy's code: keep both modules loaded.
-        void* const* vtable = *reinterpret_cast<void* const* const*>(this);
-        module_ = pin_module(vtable[0]);
+        pin_module(*reinterpret_cast<void* const* const*>(this)[0]);  // the vtable's first entry
         pin_module(reinterpret_cast<void*>(&install_fork_handlers));
         install_fork_handlers();
     }
-    // Then, with why throws go unseen (empty: they are seen).
-    void checked_throw_hook(std::string note) { throw_hook_ = std::move(note); }
 
 private:
     static inline const DynamicSlot kNoDynamicSlot{};  // the index of a thread with no run-time name
@@ -447,8 +446,8 @@ private:
     SessionRegistry sessions_;
     Threads threads_{clock_, sessions_, sites_, chunks_};
     pthread_key_t thread_key_{};
-    std::string module_;
-    std::string throw_hook_;  // why this process's throws are not recorded; empty: they are
+    const std::string throw_hook_;  // why this process's throws are not recorded; empty: they are
+    const std::string module_;      // the executable or library whose copy made this runtime
 };
 
 }  // namespace detail

@@ -19,11 +19,11 @@
 #include <dlfcn.h>   // dlsym, dladdr: why throws go unseen
 #include <unistd.h>  // write: the message before an abort
 
-// What the recorder throws to see whether a hook notes its throws; outside the versioned namespace, so
-// that hooks of every version and ABI recognise it by name.
+// What a recorder throws to see whether a hook of its ABI notes its throws; outside the versioned
+// namespace, so that hooks of every version and ABI recognise it by name.
 struct tracetree_throw_probe {
-    const void* recorder;  // the recorder that asks
-    bool seen;             // set by a hook that notes throws in it
+    const char* abi;  // the asking recorder's: "v0_2", ...
+    bool seen;        // set by a hook of that ABI
 };
 
 // Present in every module whose __cxa_throw is a tracetree hook of this ABI.
@@ -67,21 +67,21 @@ TRACETREE_DETAIL_COLD inline ThrowFunction next_throw() noexcept {
     return reinterpret_cast<ThrowFunction>(next);
 }
 
+TRACETREE_DETAIL_LOCAL inline constexpr char kAbi[] = TRACETREE_DETAIL_STRING(TRACETREE_ABI);
+
 inline void note_thrown(void* object, const std::type_info* type) noexcept {
-    Recorder* recorder = find_recorder();
-    if (recorder == nullptr) return;
     if (__builtin_strcmp(type->name(), "21tracetree_throw_probe") == 0) {
         auto& probe = *static_cast<tracetree_throw_probe*>(object);
-        if (probe.recorder == recorder) probe.seen = true;
+        if (__builtin_strcmp(probe.abi, kAbi) == 0) probe.seen = true;
         return;
     }
-    static_cast<RuntimeImpl*>(recorder)->record_throw(object, type);
+    if (Recorder* recorder = find_recorder()) static_cast<RuntimeImpl*>(recorder)->record_throw(object, type);
 }
 
-// Empty when a throw of the recorder's own module is noted; else why not.
-inline std::string check_throw_hook(const Recorder* recorder) {
+// Empty when a hook of this ABI notes the throws of this copy's module; else why not.
+inline std::string check_throw_hook() {
     try {
-        throw tracetree_throw_probe{recorder, false};
+        throw tracetree_throw_probe{kAbi, false};
     } catch (const tracetree_throw_probe& probe) {
         if (probe.seen) return "";
     }

@@ -1,0 +1,454 @@
+// tracetree admin server: the admin handler on a listener of its own, in one line. SPDX-License-Identifier: MIT
+//
+//   #include <tracetree/admin_server.hpp>
+//   tracetree::AdminServer admin("127.0.0.1:7746");  // curl http://127.0.0.1:7746/debug/tracetree/
+//
+// For a program without an HTTP server, or one whose server should not carry the admin endpoints.
+// One thread polls the listener and every connection; each request that arrived whole is handled on a
+// thread of its own (a trace waits for its invocations), at most max_connections at once. A request
+// must arrive whole within request_timeout of its connection's accept (idle and slow clients are
+// closed, with a 408 when they sent something), its head within max_head bytes (431) and its body
+// within max_body (413); a response that makes no progress for write_timeout is dropped. A client that
+// hangs up while its call waits cancels the call. One request per connection (Connection: close).
+// stop() and the destructor cancel the calls that wait and return once their threads have.
+//
+// Binds loopback unless told otherwise; another address needs AdminOptions::token or allowed_peers,
+// since the handler would refuse every client that is not loopback anyway, and without them an open
+// port is all that would be gained. Only a program that starts the server includes this header.
+#ifndef TRACETREE_ADMIN_SERVER_HPP
+#define TRACETREE_ADMIN_SERVER_HPP
+
+#include "admin.hpp"
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <memory>
+#include <mutex>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdexcept>
+#include <string>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+TRACETREE_BEGIN_NAMESPACE
+
+struct AdminServerOptions {
+    AdminOptions admin;                  // the handler's: token, allowed_peers, max_waiting, ...
+    std::size_t max_connections = 16;    // open at once, 1 ..= 1024; more are answered 503 and closed
+    std::size_t max_head = 8192;         // request line and headers, bytes (431 beyond)
+    std::size_t max_body = 65536;        // a POST body, bytes (413 beyond)
+    Nanos request_timeout = std::chrono::seconds(10);  // from accept to the whole request
+    Nanos write_timeout = std::chrono::seconds(10);    // a response that makes no progress for this is dropped
+};
+
+class AdminServer {
+public:
+    // "127.0.0.1:7746", "[::1]:7746", "localhost:7746"; port 0 picks a free one (port()). Throws
+    // std::invalid_argument for a bad address or option, or a bind outside loopback without a token or
+    // allowed_peers; std::runtime_error when the socket cannot listen.
+    explicit AdminServer(const std::string& address, AdminServerOptions options = {});
+    ~AdminServer();  // stop()
+    AdminServer(const AdminServer&) = delete;
+    AdminServer& operator=(const AdminServer&) = delete;
+
+    int port() const { return port_; }
+    AdminHandler& handler() { return handler_; }
+    void stop();  // idempotent; cancels waiting calls, closes every connection, joins every thread
+
+private:
+    struct Connection;
+    void run();
+    void accept_all();
+    void read_some(Connection& connection);
+    void start_call(Connection& connection, std::size_t head_end, std::size_t body_size);
+    void refuse(Connection& connection, int status, const std::string& why);
+    void write_some(Connection& connection);
+    void drain(Connection& connection);
+
+    const AdminServerOptions options_;
+    AdminHandler handler_;
+    int listener_ = -1;
+    int wake_[2] = {-1, -1};  // a worker that finished, or stop(), writes a byte
+    int port_ = 0;
+    std::atomic<bool> stopping_{false};
+    std::vector<std::unique_ptr<Connection>> connections_;  // the poller's
+    std::mutex finished_mutex_;
+    std::vector<Connection*> finished_;  // calls answered, for the poller to send
+    std::mutex stop_mutex_;
+    std::thread poller_;
+};
+
+// =================================================================================================
+
+namespace detail {
+namespace admin {
+
+using ServerClock = std::chrono::steady_clock;
+
+// "a.b.c.d:port" or "[v6]:port" as accept() gave it, for AdminRequest::peer.
+inline std::string peer_text(const sockaddr_storage& address) {
+    char text[INET6_ADDRSTRLEN] = "";
+    if (address.ss_family == AF_INET) {
+        sockaddr_in v4;
+        std::memcpy(&v4, &address, sizeof v4);
+        ::inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
+        return std::string(text) + ':' + std::to_string(ntohs(v4.sin_port));
+    }
+    sockaddr_in6 v6;
+    std::memcpy(&v6, &address, sizeof v6);
+    ::inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
+    return '[' + std::string(text) + "]:" + std::to_string(ntohs(v6.sin6_port));
+}
+
+// The value of header `name` (lower case) in `head`, its lines after the request line; `count` is
+// how many times it occurs.
+inline std::string header_value(std::string_view head, std::string_view name, int& count) {
+    std::string value;
+    count = 0;
+    for (std::size_t at = head.find("\r\n"); at != std::string_view::npos && at + 2 < head.size();) {
+        const std::size_t end = head.find("\r\n", at + 2);
+        const std::string_view line = head.substr(at + 2, end - at - 2);
+        at = end;
+        const std::size_t colon = line.find(':');
+        if (colon == std::string_view::npos || lower(line.substr(0, colon)) != name) continue;
+        std::string_view v = line.substr(colon + 1);
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+        if (count++ == 0) value = std::string(v);
+    }
+    return value;
+}
+
+inline std::string http_response(int status, const std::string& content_type,
+                                 const std::vector<std::pair<std::string, std::string>>& headers, const std::string& body) {
+    std::string out = "HTTP/1.1 " + std::to_string(status) + ' ' + status_text(status) + "\r\nContent-Type: " + content_type +
+                      "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n";
+    for (const auto& header : headers) out += header.first + ": " + header.second + "\r\n";
+    return out + "\r\n" + body;
+}
+
+inline int poll_timeout(ServerClock::time_point deadline, ServerClock::time_point now) {  // ms, rounded up
+    if (deadline <= now) return 0;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    return ms > 60000 ? 60000 : static_cast<int>(ms);
+}
+
+}  // namespace admin
+}  // namespace detail
+
+struct AdminServer::Connection {
+    enum class State { reading, calling, writing, draining };
+    int fd = -1;
+    std::string peer;
+    State state = State::reading;
+    detail::admin::ServerClock::time_point deadline;
+    std::string in;
+    std::string out;
+    std::size_t sent = 0;
+    std::size_t drained = 0;
+    std::shared_ptr<CancelToken> cancel;  // while calling; cancelled once the client is gone
+    std::thread call;
+};
+
+inline AdminServer::AdminServer(const std::string& address, AdminServerOptions options)
+    : options_(std::move(options)), handler_(options_.admin) {
+    using namespace detail::admin;
+    if (options_.max_connections < 1 || options_.max_connections > 1024)
+        throw std::invalid_argument("tracetree: AdminServerOptions::max_connections must be between 1 and 1024");
+    if (options_.max_head < 256 || options_.request_timeout <= Nanos(0) || options_.write_timeout <= Nanos(0))
+        throw std::invalid_argument("tracetree: AdminServerOptions: max_head at least 256, timeouts above 0");
+    std::string_view name, port_text;
+    const bool split = split_authority(address, name, port_text);
+    std::string host(name);
+    if (host == "localhost") host = "127.0.0.1";
+    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    const std::optional<Address> bound = parse_address(host);
+    unsigned long port = 0;
+    bool port_ok = port_text.size() >= 2 && port_text.size() <= 6;
+    for (const char c : port_text.substr(port_text.empty() ? 0 : 1))
+        port_ok = port_ok && c >= '0' && c <= '9' && ((port = port * 10 + static_cast<unsigned long>(c - '0')), port <= 65535);
+    if (!split || !bound || !port_ok)
+        throw std::invalid_argument("tracetree: AdminServer: '" + address +
+                                    "' is not an address to listen on: an IPv4 or [IPv6] address or localhost, ':', a port "
+                                    "(0 for any free one)");
+    if (!is_loopback(*bound) && options_.admin.token.empty() && options_.admin.allowed_peers.empty())
+        throw std::invalid_argument("tracetree: AdminServer: '" + address +
+                                    "' is not a loopback address; listening there needs AdminOptions::token or "
+                                    "AdminOptions::allowed_peers (the handler answers only loopback peers without them)");
+
+    const bool v6 = host.find(':') != std::string::npos;
+    sockaddr_storage storage{};
+    socklen_t length = 0;
+    if (v6) {
+        sockaddr_in6 a{};
+        a.sin6_family = AF_INET6;
+        a.sin6_port = htons(static_cast<std::uint16_t>(port));
+        std::memcpy(&a.sin6_addr, bound->data(), 16);
+        std::memcpy(&storage, &a, sizeof a);
+        length = sizeof a;
+    } else {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<std::uint16_t>(port));
+        std::memcpy(&a.sin_addr, bound->data() + 12, 4);
+        std::memcpy(&storage, &a, sizeof a);
+        length = sizeof a;
+    }
+    const auto fail = [&](const char* what) {
+        const std::string why = std::strerror(errno);
+        if (listener_ >= 0) ::close(listener_);
+        if (wake_[0] >= 0) ::close(wake_[0]), ::close(wake_[1]);
+        throw std::runtime_error("tracetree: AdminServer: " + std::string(what) + " " + address + ": " + why);
+    };
+    listener_ = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listener_ < 0) fail("cannot open a socket for");
+    const int one = 1;
+    ::setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // restarts while old connections linger
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&storage), length) != 0) fail("cannot bind");
+    if (::listen(listener_, 64) != 0) fail("cannot listen on");
+    if (::getsockname(listener_, reinterpret_cast<sockaddr*>(&storage), &length) != 0) fail("cannot read the port of");
+    const std::string bound_to = peer_text(storage);
+    port_ = std::stoi(bound_to.substr(bound_to.rfind(':') + 1));
+    if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) fail("cannot make a pipe for");
+    poller_ = std::thread([this] { run(); });
+}
+
+inline AdminServer::~AdminServer() { stop(); }
+
+inline void AdminServer::stop() {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    if (!poller_.joinable()) return;
+    stopping_ = true;
+    const char byte = 0;
+    while (::write(wake_[1], &byte, 1) < 0 && errno == EINTR) {
+    }
+    poller_.join();
+    ::close(listener_);
+    ::close(wake_[0]);
+    ::close(wake_[1]);
+}
+
+inline void AdminServer::run() {
+    using namespace detail::admin;
+    std::vector<pollfd> polled;
+    while (!stopping_) {
+        const auto now = ServerClock::now();
+        int timeout = -1;
+        polled.clear();
+        polled.push_back({wake_[0], POLLIN, 0});
+        polled.push_back({listener_, POLLIN, 0});
+        for (const auto& c : connections_) {
+            // A waiting call's client may only hang up: POLLRDHUP, without POLLIN, so that bytes it
+            // sends after its request do not wake the poller for ever.
+            const bool calling = c->state == Connection::State::calling;
+            const short events = calling ? POLLRDHUP : c->state == Connection::State::writing ? POLLOUT : POLLIN;
+            // Once cancelled, a gone client is not polled: its POLLHUP would wake the poller until the
+            // call returns.
+            polled.push_back({calling && c->cancel->cancelled() ? -1 : c->fd, events, 0});
+            if (c->state != Connection::State::calling) {
+                const int left = poll_timeout(c->deadline, now);
+                timeout = timeout < 0 || left < timeout ? left : timeout;
+            }
+        }
+        if (::poll(polled.data(), polled.size(), timeout) < 0 && errno != EINTR) break;
+        if (stopping_) break;
+
+        if (polled[0].revents != 0) {
+            char bytes[64];
+            while (::read(wake_[0], bytes, sizeof bytes) > 0) {
+            }
+            std::vector<Connection*> done;
+            {
+                std::lock_guard<std::mutex> lock(finished_mutex_);
+                done.swap(finished_);
+            }
+            for (Connection* c : done) {
+                c->call.join();  // it has answered: nothing is left for it to do
+                c->state = Connection::State::writing;
+                c->deadline = ServerClock::now() + std::chrono::duration_cast<ServerClock::duration>(options_.write_timeout);
+                write_some(*c);
+            }
+        }
+        // The connections polled this time are connections_, in order (accept_all() runs after the sweep).
+        const std::size_t polled_connections = polled.size() - 2;
+        const auto later = ServerClock::now();
+        for (std::size_t i = 0; i < polled_connections; ++i) {
+            Connection& c = *connections_[i];
+            const short revents = polled[i + 2].revents;
+            if (c.fd < 0) continue;
+            if (c.state == Connection::State::calling) {
+                if (revents != 0) c.cancel->cancel();  // hung up, reset or half-closed
+                continue;
+            }
+            if (revents != 0 && c.state == Connection::State::reading) read_some(c);
+            else if (revents != 0 && c.state == Connection::State::writing) write_some(c);
+            else if (revents != 0) drain(c);
+            if (c.fd >= 0 && c.state != Connection::State::calling && later >= c.deadline) {
+                if (c.state == Connection::State::reading && !c.in.empty()) refuse(c, 408, "the request did not arrive in time");
+                else ::close(c.fd), c.fd = -1;
+            }
+        }
+        std::size_t kept = 0;
+        for (auto& c : connections_)
+            if (c->fd >= 0) connections_[kept++] = std::move(c);
+        connections_.resize(kept);
+        if (polled[1].revents != 0) accept_all();  // after the closes, so that a place just freed is taken
+    }
+
+    // Stopping: the calls that wait end now; their threads are joined before their connections go.
+    handler_.shutdown();
+    for (auto& c : connections_) {
+        if (c->call.joinable()) c->call.join();
+        if (c->fd >= 0) ::close(c->fd);
+    }
+    connections_.clear();
+}
+
+inline void AdminServer::accept_all() {
+    for (;;) {
+        sockaddr_storage address{};
+        socklen_t length = sizeof address;
+        const int fd = ::accept4(listener_, reinterpret_cast<sockaddr*>(&address), &length, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            return;  // EAGAIN, or out of descriptors: the backlog waits for the next wake-up
+        }
+        auto c = std::make_unique<Connection>();
+        c->fd = fd;
+        c->peer = detail::admin::peer_text(address);
+        c->deadline = detail::admin::ServerClock::now() +
+                      std::chrono::duration_cast<detail::admin::ServerClock::duration>(options_.request_timeout);
+        if (connections_.size() >= options_.max_connections) {
+            // An answer at once rather than a connection that hangs in the backlog; the send is
+            // attempted once, the socket being new and its buffer empty.
+            const std::string busy = detail::admin::http_response(
+                503, "text/plain; charset=utf-8", {{"Retry-After", "1"}},
+                "503 Service Unavailable: " + std::to_string(options_.max_connections) +
+                    " connections are open, the limit (AdminServerOptions::max_connections)\n");
+            static_cast<void>(::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL));
+            ::close(fd);
+            continue;
+        }
+        connections_.push_back(std::move(c));
+    }
+}
+
+inline void AdminServer::read_some(Connection& c) {
+    char chunk[4096];
+    const ssize_t got = ::recv(c.fd, chunk, sizeof chunk, 0);
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+        ::close(c.fd);
+        c.fd = -1;
+        return;
+    }
+    if (got < 0) return;
+    c.in.append(chunk, static_cast<std::size_t>(got));
+    const std::size_t head_end = c.in.find("\r\n\r\n");
+    if (head_end == std::string::npos) {
+        if (c.in.size() > options_.max_head) refuse(c, 431, "the request's head exceeds " + std::to_string(options_.max_head) + " bytes");
+        return;
+    }
+    if (head_end + 4 > options_.max_head)
+        return refuse(c, 431, "the request's head exceeds " + std::to_string(options_.max_head) + " bytes");
+    const std::string_view head(c.in.data(), head_end + 2);
+    int count = 0;
+    detail::admin::header_value(head, "transfer-encoding", count);
+    if (count > 0)
+        return refuse(c, 501, "no Transfer-Encoding: send the body with a Content-Length");
+    const std::string length = detail::admin::header_value(head, "content-length", count);
+    std::size_t body_size = 0;
+    bool ok = count <= 1 && length.size() <= 18;
+    for (const char ch : length) ok = ok && ch >= '0' && ch <= '9' && ((body_size = body_size * 10 + static_cast<std::size_t>(ch - '0')), true);
+    if (!ok) return refuse(c, 400, "a malformed Content-Length");
+    if (body_size > options_.max_body)
+        return refuse(c, 413, "the body exceeds " + std::to_string(options_.max_body) + " bytes");
+    if (c.in.size() >= head_end + 4 + body_size) start_call(c, head_end, body_size);
+}
+
+inline void AdminServer::start_call(Connection& c, std::size_t head_end, std::size_t body_size) {
+    using detail::admin::header_value;
+    const std::string_view head(c.in.data(), head_end + 2);
+    const std::string_view line = head.substr(0, head.find("\r\n"));
+    const std::size_t space = line.find(' '), space2 = line.rfind(' ');
+    if (space == std::string_view::npos || space2 == space || line.substr(space2 + 1).compare(0, 7, "HTTP/1.") != 0)
+        return refuse(c, 400, "a malformed request line");
+    AdminRequest request;
+    request.peer = c.peer;
+    request.method = std::string(line.substr(0, space));
+    request.target = std::string(line.substr(space + 1, space2 - space - 1));
+    int hosts = 0, ignored = 0;
+    request.host = header_value(head, "host", hosts);
+    if (hosts > 1) return refuse(c, 400, "more than one Host header");
+    request.origin = header_value(head, "origin", ignored);
+    request.authorization = header_value(head, "authorization", ignored);
+    request.content_type = header_value(head, "content-type", ignored);
+    request.body = c.in.substr(head_end + 4, body_size);
+    request.cancel = c.cancel = std::make_shared<CancelToken>();
+    c.in.clear();
+    c.state = Connection::State::calling;
+    Connection* const connection = &c;
+    c.call = std::thread([this, connection, request = std::move(request)] {
+        std::string out;
+        try {
+            const AdminResponse response = handler_.handle(request);
+            out = detail::admin::http_response(response.status, response.content_type, response.headers, response.body);
+        } catch (const std::bad_alloc&) {  // the one exception handle() lets through: this request fails, not the process
+            out = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        }
+        std::lock_guard<std::mutex> lock(finished_mutex_);
+        connection->out = std::move(out);
+        finished_.push_back(connection);
+        const char byte = 0;
+        while (::write(wake_[1], &byte, 1) < 0 && errno == EINTR) {
+        }
+    });
+}
+
+inline void AdminServer::refuse(Connection& c, int status, const std::string& why) {
+    c.out = detail::admin::http_response(status, "text/plain; charset=utf-8", {},
+                                         std::to_string(status) + ' ' + detail::admin::status_text(status) + ": " + why + "\n");
+    c.state = Connection::State::writing;
+    c.deadline = detail::admin::ServerClock::now() + std::chrono::duration_cast<detail::admin::ServerClock::duration>(options_.write_timeout);
+    write_some(c);
+}
+
+inline void AdminServer::write_some(Connection& c) {
+    while (c.sent < c.out.size()) {
+        const ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        if (n <= 0) break;
+        c.sent += static_cast<std::size_t>(n);
+        c.deadline = detail::admin::ServerClock::now() +
+                     std::chrono::duration_cast<detail::admin::ServerClock::duration>(options_.write_timeout);
+    }
+    // Sent, or the client is gone. A close with unread input would reset the connection and could
+    // lose the answer on its way (a refused request that was still arriving): end the sending side
+    // and read what comes until the client closes, for a bounded time and number of bytes.
+    ::shutdown(c.fd, SHUT_WR);
+    c.state = Connection::State::draining;
+    drain(c);
+}
+
+inline void AdminServer::drain(Connection& c) {
+    char chunk[4096];
+    for (;;) {
+        const ssize_t got = ::recv(c.fd, chunk, sizeof chunk, 0);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 && errno == EAGAIN && c.drained <= options_.max_head + options_.max_body) return;
+        if (got <= 0 || (c.drained += static_cast<std::size_t>(got)) > options_.max_head + options_.max_body) break;
+    }
+    ::close(c.fd);
+    c.fd = -1;
+}
+
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_ADMIN_SERVER_HPP

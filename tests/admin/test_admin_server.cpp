@@ -1,0 +1,202 @@
+// tracetree::AdminServer (include/tracetree/admin_server.hpp): the handler on its own listener, over
+// real sockets on 127.0.0.1. Every wait is for an event (a response, a close, a call that waits),
+// bounded by a generous limit that only proves there is no hang.
+#include <doctest/doctest.h>
+#include <tracetree/admin_server.hpp>
+#include <tracetree/tracetree.hpp>
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <future>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <vector>
+
+namespace admin_server_work {
+void served(int i) {
+    TRACETREE_FUNCTION();
+    TRACETREE_WATCH("i", i);
+}
+}  // namespace admin_server_work
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int kNoHangMs = 20000;
+
+struct Client {
+    int fd = -1;
+    explicit Client(int port) {
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(static_cast<std::uint16_t>(port));
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    }
+    ~Client() { hang_up(); }
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+
+    void send(const std::string& bytes) const {
+        REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
+    }
+    // Everything until the server closes; "(no close)" if it does not within the bound.
+    std::string read_all() const {
+        std::string out;
+        for (;;) {
+            pollfd p{fd, POLLIN, 0};
+            if (::poll(&p, 1, kNoHangMs) <= 0) return out + "(no close)";
+            char chunk[4096];
+            const ssize_t got = ::recv(fd, chunk, sizeof chunk, 0);
+            if (got <= 0) return out;
+            out.append(chunk, static_cast<std::size_t>(got));
+        }
+    }
+    void hang_up() {
+        if (fd >= 0) ::close(fd);
+        fd = -1;
+    }
+};
+
+std::string get(const std::string& target, int port) {
+    return "GET /debug/tracetree" + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n";
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.compare(0, prefix.size(), prefix) == 0; }
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("AdminServer: a trace over the listener, the peer from accept()") {
+    tracetree::AdminServer server("127.0.0.1:0");
+    REQUIRE(server.port() > 0);
+    Client client(server.port());
+    client.send(get("/trace?pattern=admin_server_work::served&timeout=20", server.port()));
+    REQUIRE(server.handler().wait_for_waiting(1, 20s));
+    admin_server_work::served(7);
+    const std::string response = client.read_all();
+    CHECK(starts_with(response, "HTTP/1.1 200 OK\r\n"));
+    CHECK(contains(response, "Connection: close\r\n"));
+    CHECK(contains(response, "admin_server_work::served()"));
+    CHECK(contains(response, "Command execution times exceed limit: 1"));
+
+    Client profile(server.port());  // a loopback client with a stranger's Host: the handler's checks apply
+    profile.send("GET /debug/tracetree/profile HTTP/1.1\r\nHost: evil.example\r\n\r\n");
+    CHECK(starts_with(profile.read_all(), "HTTP/1.1 403 Forbidden\r\n"));
+
+    tracetree::AdminServer v6("[::1]:0");  // IPv6 loopback, where the machine has it
+    CHECK(v6.port() > 0);
+}
+
+TEST_CASE("AdminServer: a client that sends half a request and idles is timed out") {
+    tracetree::AdminServerOptions options;
+    options.request_timeout = 300ms;
+    tracetree::AdminServer server("127.0.0.1:0", options);
+    Client half(server.port());
+    half.send("GET /debug/tracetree/profile HTTP/1.1\r\nHost: 127.0");
+    CHECK(starts_with(half.read_all(), "HTTP/1.1 408 Request Timeout\r\n"));
+    Client silent(server.port());  // nothing sent: closed without an answer
+    CHECK(silent.read_all().empty());
+    Client next(server.port());  // the server still serves
+    next.send(get("/profile", server.port()));
+    CHECK(starts_with(next.read_all(), "HTTP/1.1 200 OK\r\n"));
+}
+
+TEST_CASE("AdminServer: a client that hangs up cancels its call and frees its slot") {
+    tracetree::AdminServer server("127.0.0.1:0");  // max_waiting 4
+    {
+        Client gone(server.port());
+        gone.send(get("/trace?pattern=no_such_function&timeout=300", server.port()));
+        REQUIRE(server.handler().wait_for_waiting(1, 20s));
+    }
+    CHECK(server.handler().wait_for_waiting(0, 20s));  // without the cancel: 300 s
+    // The next four all wait (none refused 503): counted one by one, so that a slot still held shows.
+    std::vector<std::unique_ptr<Client>> four;
+    for (std::size_t i = 1; i <= 4; ++i) {
+        four.push_back(std::make_unique<Client>(server.port()));
+        four.back()->send(get("/trace?pattern=no_such_function&timeout=300", server.port()));
+        CHECK(server.handler().wait_for_waiting(i, 20s));
+    }
+    four.clear();
+    CHECK(server.handler().wait_for_waiting(0, 20s));
+}
+
+TEST_CASE("AdminServer: an oversized head is 431, an oversized body 413") {
+    tracetree::AdminServerOptions options;
+    options.max_head = 1024;
+    options.max_body = 100;
+    tracetree::AdminServer server("127.0.0.1:0", options);
+    Client big_head(server.port());
+    big_head.send("GET /debug/tracetree/profile HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n");
+    CHECK(starts_with(big_head.read_all(), "HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+    Client endless_head(server.port());  // no end of head at all
+    endless_head.send("GET /debug/tracetree/profile HTTP/1.1\r\nX: " + std::string(5000, 'a'));
+    CHECK(starts_with(endless_head.read_all(), "HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+    Client big_body(server.port());
+    big_body.send("POST /debug/tracetree/reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                  "Content-Length: 101\r\n\r\n" + std::string(101, 'a'));
+    CHECK(starts_with(big_body.read_all(), "HTTP/1.1 413 Payload Too Large\r\n"));
+    Client fits(server.port());
+    fits.send("POST /debug/tracetree/reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+              "Content-Length: 11\r\n\r\nformat=text");
+    CHECK(starts_with(fits.read_all(), "HTTP/1.1 200 OK\r\n"));
+}
+
+TEST_CASE("AdminServer: connections beyond max_connections are answered 503") {
+    tracetree::AdminServerOptions options;
+    options.max_connections = 2;
+    tracetree::AdminServer server("127.0.0.1:0", options);
+    Client first(server.port()), second(server.port());
+    Client third(server.port());  // accepted after the two (the backlog is in order): one too many
+    const std::string refused = third.read_all();
+    CHECK(starts_with(refused, "HTTP/1.1 503 Service Unavailable\r\n"));
+    CHECK(contains(refused, "2 connections are open, the limit (AdminServerOptions::max_connections)"));
+    first.send(get("/profile", server.port()));
+    CHECK(starts_with(first.read_all(), "HTTP/1.1 200 OK\r\n"));
+    first.hang_up();
+    // Its place is free once the server has seen the hang-up, which this client cannot wait for: a
+    // few tries, each answered at once.
+    bool served = false;
+    for (int i = 0; i < 100 && !served; ++i) {
+        Client next(server.port());
+        next.send(get("/profile", server.port()));
+        served = starts_with(next.read_all(), "HTTP/1.1 200 OK\r\n");
+    }
+    CHECK(served);
+}
+
+TEST_CASE("AdminServer: stop() while a call waits returns, and so does the destructor") {
+    auto server = std::make_unique<tracetree::AdminServer>("127.0.0.1:0");
+    Client waiting(server->port());
+    waiting.send(get("/trace?pattern=no_such_function&timeout=60", server->port()));
+    REQUIRE(server->handler().wait_for_waiting(1, 20s));
+    auto stopped = std::async(std::launch::async, [&] { server->stop(); });
+    CHECK(stopped.wait_for(20s) == std::future_status::ready);  // without the cancel: 60 s
+    stopped.get();
+    CHECK(waiting.read_all().find("(no close)") == std::string::npos);  // its connection was closed
+    server->stop();  // again: nothing to do
+    server.reset();
+}
+
+TEST_CASE("AdminServer: listening outside loopback needs a token or allowed_peers") {
+    for (const char* address : {"0.0.0.0:0", "[::]:0", "192.0.2.1:0"}) {
+        try {
+            tracetree::AdminServer refused(address);
+            FAIL_CHECK("listened on " << std::string(address));
+        } catch (const std::invalid_argument& e) {
+            CHECK_MESSAGE(contains(e.what(), "is not a loopback address"), address);
+            CHECK_MESSAGE(contains(e.what(), "AdminOptions::token or AdminOptions::allowed_peers"), address);
+        }
+    }
+    for (const char* address : {"127.0.0.1", "127.0.0.1:65536", "127.0.0.1:x", "host.example:1", ":80", "[::1:80", ""}) {
+        CHECK_THROWS_WITH_AS(tracetree::AdminServer{address}, doctest::Contains("is not an address to listen on"),
+                             std::invalid_argument);
+    }
+    tracetree::AdminServer localhost("localhost:0");
+    CHECK(localhost.port() > 0);
+}
