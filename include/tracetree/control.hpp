@@ -9,8 +9,26 @@
 // the process's recorder; every copy of the library in the process (the executable, shared
 // libraries, plugins) records into that one. Reading order: switches and limits, profiles, the
 // timeline; the implementation is detail/control-inl.hpp over detail/runtime.hpp.
+//
+// Compiling the runtime once. Every file that includes this header (or sessions.hpp, admin.hpp,
+// otlp.hpp) compiles the whole runtime: seconds per file. A program with many such files can define
+// TRACETREE_SEPARATE_RUNTIME for all of them (a build-wide -D) and TRACETREE_RUNTIME_IMPLEMENTATION in
+// exactly one, before its first tracetree include: the others then compile declarations only. Without
+// that one file, the link fails naming the fix (tracetree_runtime_<abi>_is_compiled_by_...).
 #ifndef TRACETREE_CONTROL_HPP
 #define TRACETREE_CONTROL_HPP
+
+#if defined(TRACETREE_RUNTIME_IMPLEMENTATION)  // the one file: definitions the others link to
+#define TRACETREE_DETAIL_RUNTIME_HERE 1
+#define TRACETREE_DETAIL_RUNTIME_API
+#elif defined(TRACETREE_SEPARATE_RUNTIME)  // declarations only
+#define TRACETREE_DETAIL_RUNTIME_HERE 0
+#else  // header-only: every file has its (inline) copy
+#define TRACETREE_DETAIL_RUNTIME_HERE 1
+#define TRACETREE_DETAIL_RUNTIME_API inline
+#endif
+#define TRACETREE_DETAIL_RUNTIME_LINK_CHECK \
+    TRACETREE_DETAIL_CAT(tracetree_runtime_, TRACETREE_DETAIL_CAT(TRACETREE_ABI, _is_compiled_by_the_one_file_that_defines_TRACETREE_RUNTIME_IMPLEMENTATION))
 
 #include "detail/recorder.hpp"
 #include "values.hpp"
@@ -67,7 +85,19 @@ Timeline timeline();
 
 TRACETREE_END_NAMESPACE
 
+#if TRACETREE_DETAIL_RUNTIME_HERE
 #include "detail/control-inl.hpp"
+#else
+TRACETREE_BEGIN_NAMESPACE
+namespace detail {
+class RuntimeImpl;
+RuntimeImpl& runtime();
+}  // namespace detail
+TRACETREE_END_NAMESPACE
+extern "C" char TRACETREE_DETAIL_RUNTIME_LINK_CHECK;
+// Each file's reference to the one file's symbol: without that file the link names it.
+__attribute__((used)) static const char* const tracetree_detail_runtime_link_check = &TRACETREE_DETAIL_RUNTIME_LINK_CHECK;
+#endif
 #include "sessions.hpp"  // control.hpp has always brought the sessions along
 
 #endif  // TRACETREE_CONTROL_HPP

@@ -193,6 +193,8 @@ private:
 
 TRACETREE_END_NAMESPACE
 
+#if TRACETREE_DETAIL_RUNTIME_HERE
 #include "detail/sessions-inl.hpp"
+#endif
 
 #endif  // TRACETREE_SESSIONS_HPP

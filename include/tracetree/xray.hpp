@@ -48,7 +48,8 @@
 #error "build the file that includes tracetree/xray.hpp with -fxray-instrument (its probe functions calibrate the handler)"
 #endif
 
-#include "sessions.hpp"  // the sessions that decide what is patched; the runtime
+#include "sessions.hpp"  // the sessions that decide what is patched
+#include "detail/runtime.hpp"  // the runtime, also where files compile declarations only (control.hpp)
 #include "detail/xray_symbols.hpp"
 
 #include <algorithm>  // std::any_of, std::fill, std::remove

@@ -20,7 +20,7 @@ namespace detail {
 
 // The process's recorder: found, or started by this copy. Copies that start at once (plugins loaded
 // by two threads) each make one; settle_recorder() keeps exactly one, the others are deleted.
-TRACETREE_DETAIL_COLD inline RuntimeImpl& runtime() {
+TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
     const auto as_runtime = [](Recorder* recorder) -> RuntimeImpl& { return *static_cast<RuntimeImpl*>(recorder); };
     if (Recorder* found = find_recorder()) return as_runtime(found);
     static std::mutex starting;  // this copy's threads start one at a time
@@ -47,23 +47,23 @@ TRACETREE_DETAIL_LOCAL inline const bool g_runtime_started = [] {
 
 }  // namespace detail
 
-inline void set_enabled(bool on) noexcept {
+TRACETREE_DETAIL_RUNTIME_API void set_enabled(bool on) noexcept {
     try {
         detail::runtime().set_flag(detail::kRecording, on);
     } catch (...) {
     }
 }
-inline bool enabled() noexcept {
+TRACETREE_DETAIL_RUNTIME_API bool enabled() noexcept {
     try {
         return detail::runtime().enabled();
     } catch (...) {
         return false;
     }
 }
-inline void set_limits(const Limits& limits) { detail::runtime().set_limits(limits); }
-inline Limits limits() { return detail::runtime().limits(); }
+TRACETREE_DETAIL_RUNTIME_API void set_limits(const Limits& limits) { detail::runtime().set_limits(limits); }
+TRACETREE_DETAIL_RUNTIME_API Limits limits() { return detail::runtime().limits(); }
 
-inline void set_thread_name(std::string_view name) {
+TRACETREE_DETAIL_RUNTIME_API void set_thread_name(std::string_view name) {
     detail::ThreadState* state = detail::runtime().this_thread();
     if (state == nullptr) return;
     const std::string cut(name.substr(0, state->arena.max_name_length.load(std::memory_order_relaxed)));
@@ -72,7 +72,7 @@ inline void set_thread_name(std::string_view name) {
     state->named = true;
 }
 
-inline void annotate(std::string_view key, std::string_view value) {
+TRACETREE_DETAIL_RUNTIME_API void annotate(std::string_view key, std::string_view value) {
     detail::ThreadState* state = detail::runtime().this_thread();
     if (state == nullptr) return;
     const std::size_t cut = state->arena.max_name_length.load(std::memory_order_relaxed);
@@ -87,30 +87,36 @@ inline void annotate(std::string_view key, std::string_view value) {
         fields.emplace_back(k, std::string(value.substr(0, cut)));
     }
 }
-inline void clear_annotations() {
+TRACETREE_DETAIL_RUNTIME_API void clear_annotations() {
     if (detail::ThreadState* state = detail::runtime().this_thread()) state->annotations.clear();
 }
 
-inline void set_clock(ClockFunction now) noexcept {
+TRACETREE_DETAIL_RUNTIME_API void set_clock(ClockFunction now) noexcept {
     try {
         detail::runtime().set_clock(now);
     } catch (...) {
     }
 }
 
-inline RecorderInfo recorder_info() { return detail::runtime().info(); }
-inline Profile profile() { return detail::runtime().profile(); }
-inline void reset() { detail::runtime().reset(); }
+TRACETREE_DETAIL_RUNTIME_API RecorderInfo recorder_info() { return detail::runtime().info(); }
+TRACETREE_DETAIL_RUNTIME_API Profile profile() { return detail::runtime().profile(); }
+TRACETREE_DETAIL_RUNTIME_API void reset() { detail::runtime().reset(); }
 
-inline void start_timeline(std::size_t max_spans_per_thread) { detail::runtime().start_timeline(max_spans_per_thread); }
-inline void stop_timeline() noexcept {
+TRACETREE_DETAIL_RUNTIME_API void start_timeline(std::size_t max_spans_per_thread) { detail::runtime().start_timeline(max_spans_per_thread); }
+TRACETREE_DETAIL_RUNTIME_API void stop_timeline() noexcept {
     try {
         detail::runtime().stop_timeline();
     } catch (...) {
     }
 }
-inline Timeline timeline() { return detail::runtime().timeline(); }
+TRACETREE_DETAIL_RUNTIME_API Timeline timeline() { return detail::runtime().timeline(); }
 
 TRACETREE_END_NAMESPACE
+
+#if defined(TRACETREE_RUNTIME_IMPLEMENTATION)
+extern "C" {
+char TRACETREE_DETAIL_RUNTIME_LINK_CHECK = 0;  // what files with TRACETREE_SEPARATE_RUNTIME link to (control.hpp)
+}
+#endif
 
 #endif  // TRACETREE_DETAIL_CONTROL_INL_HPP

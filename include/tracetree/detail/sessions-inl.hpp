@@ -111,7 +111,7 @@ bool Session<Value>::done() const {
     return state_->stopped || state_->delivered >= state_->limit;
 }
 
-inline TraceSession::TraceSession(const TraceRequest& request) {
+TRACETREE_DETAIL_RUNTIME_API TraceSession::TraceSession(const TraceRequest& request) {
     detail::check_limit(request.limit(), request.min_cost());
     state_ = detail::start(detail::SessionKind::trace, request, [&](detail::SessionState& s) {
         s.min_cost = request.min_cost();
@@ -121,7 +121,7 @@ inline TraceSession::TraceSession(const TraceRequest& request) {
     });
 }
 
-inline StackSession::StackSession(const StackRequest& request) {
+TRACETREE_DETAIL_RUNTIME_API StackSession::StackSession(const StackRequest& request) {
     detail::check_limit(request.limit(), request.min_cost());
     state_ = detail::start(detail::SessionKind::stack, request, [&](detail::SessionState& s) {
         s.min_cost = request.min_cost();
@@ -129,7 +129,7 @@ inline StackSession::StackSession(const StackRequest& request) {
     });
 }
 
-inline WatchSession::WatchSession(const WatchRequest& request) {
+TRACETREE_DETAIL_RUNTIME_API WatchSession::WatchSession(const WatchRequest& request) {
     detail::check_limit(request.limit(), request.min_cost());
     state_ = detail::start(detail::SessionKind::watch, request, [&](detail::SessionState& s) {
         s.min_cost = request.min_cost();
@@ -138,7 +138,7 @@ inline WatchSession::WatchSession(const WatchRequest& request) {
     });
 }
 
-inline Monitor::Monitor(const MonitorRequest& request) {
+TRACETREE_DETAIL_RUNTIME_API Monitor::Monitor(const MonitorRequest& request) {
     if (request.interval() < std::chrono::milliseconds(1) || request.interval() > std::chrono::hours(24))
         throw std::invalid_argument("tracetree: a monitor's interval must be between 1 ms and 24 h");
     state_ = detail::start(detail::SessionKind::monitor, request, [&](detail::SessionState& s) {
@@ -146,19 +146,19 @@ inline Monitor::Monitor(const MonitorRequest& request) {
         s.limit = ~std::uint64_t{0};
     });
 }
-inline Monitor& Monitor::operator=(Monitor&& other) noexcept {
+TRACETREE_DETAIL_RUNTIME_API Monitor& Monitor::operator=(Monitor&& other) noexcept {
     if (this != &other) {
         stop();
         state_ = std::move(other.state_);
     }
     return *this;
 }
-inline Monitor::~Monitor() { stop(); }
-inline void Monitor::stop() {
+TRACETREE_DETAIL_RUNTIME_API Monitor::~Monitor() { stop(); }
+TRACETREE_DETAIL_RUNTIME_API void Monitor::stop() {
     if (state_) detail::stop(*state_);
 }
 
-inline std::optional<MonitorInterval> Monitor::next() {
+TRACETREE_DETAIL_RUNTIME_API std::optional<MonitorInterval> Monitor::next() {
     if (!state_) return std::nullopt;
     detail::SessionState& s = *state_;
     std::unique_lock<std::mutex> lock(s.mutex);
@@ -195,7 +195,7 @@ inline std::optional<MonitorInterval> Monitor::next() {
     return interval;
 }
 
-inline FlightRecorder::FlightRecorder(const RecorderRequest& request) {
+TRACETREE_DETAIL_RUNTIME_API FlightRecorder::FlightRecorder(const RecorderRequest& request) {
     if (request.keep() < 1 || request.keep() > 100000)
         throw std::invalid_argument("tracetree: a flight recorder keeps between 1 and 100000 traces, asked " +
                                     std::to_string(request.keep()));
@@ -208,37 +208,43 @@ inline FlightRecorder::FlightRecorder(const RecorderRequest& request) {
         s.max_bytes = request.max_bytes();
     });
 }
-inline FlightRecorder& FlightRecorder::operator=(FlightRecorder&& other) noexcept {
+TRACETREE_DETAIL_RUNTIME_API FlightRecorder& FlightRecorder::operator=(FlightRecorder&& other) noexcept {
     if (this != &other) {
         stop();
         state_ = std::move(other.state_);
     }
     return *this;
 }
-inline FlightRecorder::~FlightRecorder() {
+TRACETREE_DETAIL_RUNTIME_API FlightRecorder::~FlightRecorder() {
     if (!state_) return;
     stop();
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->traces.clear();
 }
-inline void FlightRecorder::stop() {
+TRACETREE_DETAIL_RUNTIME_API void FlightRecorder::stop() {
     if (state_) detail::stop(*state_);
 }
-inline std::vector<Trace> FlightRecorder::recent() const {
+TRACETREE_DETAIL_RUNTIME_API std::vector<Trace> FlightRecorder::recent() const {
     if (!state_) return {};
     std::lock_guard<std::mutex> lock(state_->mutex);
     return std::vector<Trace>(state_->traces.begin(), state_->traces.end());
 }
-inline std::uint64_t FlightRecorder::recorded() const {
+TRACETREE_DETAIL_RUNTIME_API std::uint64_t FlightRecorder::recorded() const {
     if (!state_) return 0;
     std::lock_guard<std::mutex> lock(state_->mutex);
     return state_->delivered;
 }
-inline std::uint64_t FlightRecorder::evicted() const {
+TRACETREE_DETAIL_RUNTIME_API std::uint64_t FlightRecorder::evicted() const {
     if (!state_) return 0;
     std::lock_guard<std::mutex> lock(state_->mutex);
     return state_->evicted;
 }
+
+#if defined(TRACETREE_RUNTIME_IMPLEMENTATION)
+template class Session<Trace>;
+template class Session<StackTrace>;
+template class Session<WatchEvent>;
+#endif
 
 TRACETREE_END_NAMESPACE
 
