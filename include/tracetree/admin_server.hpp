@@ -19,6 +19,7 @@
 #define TRACETREE_ADMIN_SERVER_HPP
 
 #include "admin.hpp"
+#include "detail/admin_socket.hpp"
 
 #include <arpa/inet.h>
 #include <atomic>
@@ -91,21 +92,6 @@ namespace detail {
 namespace admin {
 
 using ServerClock = std::chrono::steady_clock;
-
-// "a.b.c.d:port" or "[v6]:port" as accept() gave it, for AdminRequest::peer.
-inline std::string peer_text(const sockaddr_storage& address) {
-    char text[INET6_ADDRSTRLEN] = "";
-    if (address.ss_family == AF_INET) {
-        sockaddr_in v4;
-        std::memcpy(&v4, &address, sizeof v4);
-        ::inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
-        return std::string(text) + ':' + std::to_string(ntohs(v4.sin_port));
-    }
-    sockaddr_in6 v6;
-    std::memcpy(&v6, &address, sizeof v6);
-    ::inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
-    return '[' + std::string(text) + "]:" + std::to_string(ntohs(v6.sin6_port));
-}
 
 // The value of header `name` (lower case) in `head`, its lines after the request line; `count` is
 // how many times it occurs.
