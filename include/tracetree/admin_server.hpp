@@ -492,6 +492,17 @@ inline AdminServer* start_admin_from_environment(const char* value, std::FILE* m
     return server.get();
 }
 
+// TRACETREE_ADMIN, as the recorder read it when it started: the first copy of this header in the
+// process to load starts the listener (its code is here, so only programs that include this header).
+TRACETREE_DETAIL_LOCAL inline const bool g_admin_from_environment = [] {
+    try {
+        const std::string setting = take_admin_setting();
+        if (!setting.empty()) start_admin_from_environment(setting.c_str());
+    } catch (...) {  // no recorder: nothing to serve
+    }
+    return true;
+}();
+
 }  // namespace admin
 }  // namespace detail
 
