@@ -12,6 +12,7 @@
 #ifndef TRACETREE_CONTROL_HPP
 #define TRACETREE_CONTROL_HPP
 
+#include "detail/platform.hpp"  // first: a platform without what the recorder needs gets an #error saying so
 #include "detail/recorder.hpp"
 #include "values.hpp"
 

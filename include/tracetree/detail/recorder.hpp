@@ -18,8 +18,10 @@
 #include <type_traits>  // TRACETREE_WATCH picks a formatter by type
 #if (defined(__x86_64__) || defined(__aarch64__)) && (defined(__GNUC__) || defined(__clang__))
 #define TRACETREE_DETAIL_COUNTER 1  // ticks() reads a counter; the runtime converts its ticks to nanoseconds
-#else
+#elif defined(__unix__) || defined(__APPLE__)
 #include <time.h>  // clock_gettime where there is no counter to read
+#else
+#error "tracetree: no clock: ticks() reads the x86-64 or aarch64 counter (g++, clang++) or POSIX clock_gettime"
 #endif
 
 
