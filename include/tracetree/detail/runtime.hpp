@@ -14,6 +14,7 @@
 
 #include "../control.hpp"
 #include "../sessions.hpp"
+#include "exception_types.hpp"
 #include "format.hpp"
 
 #include <algorithm>           // std::find_if, std::sort, std::min
@@ -461,13 +462,6 @@ inline bool at_innermost(const Scope& scope) noexcept {
            arena.cur->parent == 0 && arena.cur->site == scope.node_->site;
 }
 
-
-#if defined(__GLIBCXX__)
-// libstdc++'s type_info objects of two exceptions, by their Itanium ABI names and with their real
-// types (typeid needs RTTI, which a file with control code may be built without).
-extern const abi::__si_class_type_info bad_alloc_type_info __asm__("_ZTISt9bad_alloc");
-extern const abi::__class_type_info exception_type_info __asm__("_ZTISt9exception");
-#endif
 
 inline const SessionState*& callback_session() noexcept {  // whose callback this thread is running
     static thread_local const SessionState* session = nullptr;
@@ -1136,26 +1130,12 @@ private:
     // throw it while holding locks (the site table's, a thread's, the chunk pool's) that recording it
     // would take again. The scopes it leaves still count their calls as left by an exception.
     static bool out_of_memory(void* object, const std::type_info* type) noexcept {
-        if (type == nullptr) return false;
-#if defined(__GLIBCXX__)
-        void* adjusted = object;
-        return static_cast<const std::type_info&>(bad_alloc_type_info).__do_catch(type, &adjusted, 1);
-#else
-        (void)object;
-        return std::strcmp(type->name(), "St9bad_alloc") == 0;
-#endif
+        return type != nullptr && catches(bad_alloc_type_info, type, object);
     }
-    // what() when the thrown type derives from std::exception: the check a `catch (std::exception&)`
-    // makes, through the type_info interface libstdc++ exposes.
+    // what() when the thrown type derives from std::exception: the check a `catch (std::exception&)` makes.
     static std::optional<std::string> what(void* object, const std::type_info* type) {
-#if defined(__GLIBCXX__)
-        void* adjusted = object;
-        if (static_cast<const std::type_info&>(exception_type_info).__do_catch(type, &adjusted, 1))
-            return std::string(static_cast<const std::exception*>(adjusted)->what());
-#else
-        (void)object;
-        (void)type;
-#endif
+        if (type != nullptr && catches(exception_type_info, type, object))
+            return std::string(static_cast<const std::exception*>(object)->what());
         return std::nullopt;
     }
 
