@@ -140,16 +140,7 @@ void* allocate_or_throw(std::size_t size, std::size_t alignment = 0) {
 std::size_t bytes(std::align_val_t alignment) { return static_cast<std::size_t>(alignment); }
 }  // namespace
 
-void* operator new(std::size_t size) { return allocate_or_throw(size); }
-void* operator new[](std::size_t size) { return allocate_or_throw(size); }
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
-void operator delete(void* pointer) noexcept { release(pointer); }
-void operator delete[](void* pointer) noexcept { release(pointer); }
-void operator delete(void* pointer, std::size_t) noexcept { release(pointer); }
-void operator delete[](void* pointer, std::size_t) noexcept { release(pointer); }
-void operator delete(void* pointer, const std::nothrow_t&) noexcept { release(pointer); }
-void operator delete[](void* pointer, const std::nothrow_t&) noexcept { release(pointer); }
+#include "replace_new.hpp"
 // The over-aligned ones: the table's entries are cache lines.
 void* operator new(std::size_t size, std::align_val_t alignment) { return allocate_or_throw(size, bytes(alignment)); }
 void* operator new[](std::size_t size, std::align_val_t alignment) { return allocate_or_throw(size, bytes(alignment)); }

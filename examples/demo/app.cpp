@@ -368,14 +368,31 @@ struct DemoServer::Impl {
         ::rmdir(temp_dir.c_str());
     }
 
-    http::Response channel(const http::Request& request) {  // the third party: accepts every payment
+    http::Response channel(const http::Request& request) {  // the third party: accepts every payment it can read
         TRACETREE_SCOPE("ChannelServer::pay");
         tracetree::adopt(tracetree::context_from_headers(request.headers));  // a service of its own, traced too
         if (request.path != "/pay") return net::error_response(404, "the channel only knows /pay");
+        try {
+            check_payment(request.body);
+        } catch (const std::invalid_argument& e) {
+            return net::error_response(400, e.what());
+        }
         http::Response response;
         response.headers.emplace_back("Content-Type", "application/json");
         response.body = R"({"code":"0000","msg":"accepted","orderId":"ORD)" + std::to_string(++orders) + "\"}";
         return response;
+    }
+
+    // A payment's amount ({"amount":100,...}) is a whole number; std::invalid_argument otherwise. A POST
+    // /send with any other body is the demo's failed outgoing call (docs/demo.md).
+    static void check_payment(const std::string& body) {
+        TRACETREE_SCOPE("ChannelServer::checkPayment");
+        const std::size_t key = body.find("\"amount\":");
+        const std::size_t start = key == std::string::npos ? key : body.find_first_not_of(' ', key + 9);
+        std::size_t end = start;
+        while (end < body.size() && body[end] >= '0' && body[end] <= '9') ++end;
+        if (end == start || end - start > 12)
+            throw std::invalid_argument("not a payment: the amount must be a whole number (\"amount\":100)");
     }
 
     void background_loop() {

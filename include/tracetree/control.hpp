@@ -8,11 +8,30 @@
 // sessions.hpp asks for single invocations). The first file of a process that includes either starts
 // the process's recorder; every copy of the library in the process (the executable, shared
 // libraries, plugins) records into that one. Reading order: switches and limits, profiles, the
-// timeline; the implementation is detail/runtime.hpp.
+// timeline; the implementation is detail/control-inl.hpp over detail/runtime.hpp.
+//
+// Compiling the runtime once. Every file that includes this header (or sessions.hpp, admin.hpp,
+// otlp.hpp) compiles the whole runtime: seconds per file. A program with many such files can define
+// TRACETREE_SEPARATE_RUNTIME for all of them (a build-wide -D) and TRACETREE_RUNTIME_IMPLEMENTATION in
+// exactly one, before its first tracetree include: the others then compile declarations only. Without
+// that one file, the link fails naming the fix (tracetree_runtime_<abi>_is_compiled_by_...).
 #ifndef TRACETREE_CONTROL_HPP
 #define TRACETREE_CONTROL_HPP
 
 #include "detail/platform.hpp"  // first: a platform without what the recorder needs gets an #error saying so
+
+#if defined(TRACETREE_RUNTIME_IMPLEMENTATION)  // the one file: definitions the others link to
+#define TRACETREE_DETAIL_RUNTIME_HERE 1
+#define TRACETREE_DETAIL_RUNTIME_API
+#elif defined(TRACETREE_SEPARATE_RUNTIME)  // declarations only
+#define TRACETREE_DETAIL_RUNTIME_HERE 0
+#else  // header-only: every file has its (inline) copy
+#define TRACETREE_DETAIL_RUNTIME_HERE 1
+#define TRACETREE_DETAIL_RUNTIME_API inline
+#endif
+#define TRACETREE_DETAIL_RUNTIME_LINK_CHECK \
+    TRACETREE_DETAIL_CAT(tracetree_runtime_, TRACETREE_DETAIL_CAT(TRACETREE_ABI, _is_compiled_by_the_one_file_that_defines_TRACETREE_RUNTIME_IMPLEMENTATION))
+
 #include "detail/recorder.hpp"
 #include "values.hpp"
 
@@ -33,16 +52,7 @@ TRACETREE_BEGIN_NAMESPACE
 void set_enabled(bool on) noexcept;  // the process-wide switch; on by default; off costs one branch per scope
 bool enabled() noexcept;
 
-// Bounds on what the recorder keeps. What they cut is counted and shown (`dropped`), never lost
-// silently; memory stays bounded whatever the program names or however many threads it starts.
-struct Limits {
-    std::uint32_t max_depth = 256;        // nesting recorded per thread, 1 ..= 4096 (applies at once)
-    std::uint32_t max_nodes = 65536;      // call-tree nodes per thread, 16 ..= 16777216 (trees started later)
-    std::uint64_t max_total_nodes = 1u << 22;  // nodes of all live threads (64 bytes each), and apart of all exited ones, >= 256
-    std::uint32_t max_name_length = 1024;      // run-time names and annotations are cut here, 1 ..= 65536
-    std::uint64_t max_name_bytes = 16u << 20;  // memory held by distinct run-time names, all threads, >= 1024
-    std::uint32_t max_exited_threads = 256;    // exited threads kept apart (by name); the rest fold into one
-};
+// Limits (values.hpp): bounds on what the recorder keeps.
 void set_limits(const Limits& limits);  // std::invalid_argument naming the field when out of range
 Limits limits();
 
@@ -55,24 +65,10 @@ void annotate(std::string_view key, std::string_view value);
 void clear_annotations();
 
 // Replaces the clock for every thread (nullptr restores it): tests make timings exact with it.
-// Set it while no scope is open; the function returns nanoseconds.
-using ClockFunction = std::uint64_t (*)() noexcept;
+// Set it while no scope is open; the function returns nanoseconds (ClockFunction: values.hpp).
 void set_clock(ClockFunction now) noexcept;
 
-// What the process's recorder is, and how much of its budgets it uses.
-struct RecorderInfo {
-    std::string version;             // "0.2.0"
-    std::string module;              // the executable or library whose copy runs the recorder
-    std::vector<std::string> others; // recorders of other tracetree versions or standard libraries in this process
-    std::uint64_t threads = 0;       // live threads that have recorded
-    std::uint64_t nodes = 0;         // node capacity allocated, all threads
-    std::uint64_t spare_nodes = 0;   // freed with exited threads' trees, kept for new ones (at most 65,536)
-    std::uint64_t name_bytes = 0;    // memory held by interned run-time names
-    std::uint64_t dropped_names = 0; // scopes not recorded: the name budget was full
-    bool throw_hook = false;         // throws are recorded as throw nodes (checked when the recorder starts)
-    std::string throw_hook_note;     // why not, when throw_hook is false
-    bool exported = false;           // copies loaded later (plugins, RTLD_LOCAL too) find this recorder
-};
+// What the process's recorder is, and how much of its budgets it uses (RecorderInfo: values.hpp).
 RecorderInfo recorder_info();
 
 // ---- profiles (Arthas `monitor`, cumulative) ----------------------------------------------------
@@ -91,7 +87,19 @@ Timeline timeline();
 
 TRACETREE_END_NAMESPACE
 
-// The implementation needs sessions.hpp's declarations too; sessions.hpp ends by including it.
-#include "sessions.hpp"
+#if TRACETREE_DETAIL_RUNTIME_HERE
+#include "detail/control-inl.hpp"
+#else
+TRACETREE_BEGIN_NAMESPACE
+namespace detail {
+class RuntimeImpl;
+RuntimeImpl& runtime();
+}  // namespace detail
+TRACETREE_END_NAMESPACE
+extern "C" char TRACETREE_DETAIL_RUNTIME_LINK_CHECK;
+// Each file's reference to the one file's symbol: without that file the link names it.
+__attribute__((used)) static const char* const tracetree_detail_runtime_link_check = &TRACETREE_DETAIL_RUNTIME_LINK_CHECK;
+#endif
+#include "sessions.hpp"  // control.hpp has always brought the sessions along
 
 #endif  // TRACETREE_CONTROL_HPP

@@ -26,7 +26,6 @@
 #ifndef TRACETREE_OTLP_HPP
 #define TRACETREE_OTLP_HPP
 
-// control.hpp first: sessions.hpp included first does not compile (a core include cycle; see docs/otel.md).
 #include "control.hpp"
 #include "sessions.hpp"      // FlightRecorder, Trace
 #include "tracecontext.hpp"  // the ids and the annotation keys adopt() sets
@@ -287,6 +286,20 @@ inline void code_attributes(Attributes& attributes, const Node& node) {
     if (node.line != 0) attributes.integer("code.line.number", node.line);
 }
 
+// The call nodes of a tree (throw nodes are no spans).
+inline std::size_t count_call_nodes(const Node& root) {
+    std::size_t count = 0;
+    std::vector<const Node*> stack{&root};
+    while (!stack.empty()) {
+        const Node* node = stack.back();
+        stack.pop_back();
+        ++count;
+        for (const Node& child : node->children)
+            if (child.kind == NodeKind::call) stack.push_back(&child);
+    }
+    return count;
+}
+
 // Spans of one invocation, breadth first so that a cut keeps the upper levels. Returns how many.
 inline std::size_t write_trace(std::string& out, bool& first, const Trace& trace, std::size_t max_spans) {
     const std::optional<TraceId> adopted = TraceId::from_hex(field(trace, fields::trace_id));
@@ -317,17 +330,7 @@ inline std::size_t write_trace(std::string& out, bool& first, const Trace& trace
     std::vector<Pending> level{{&trace.root, has_context ? *own : SpanId::random(),
                                 has_context && remote ? *remote : SpanId(), start, start + nanos(trace.root.total)}};
     // Spans not sent: every call node past the budget.
-    std::size_t call_nodes = 0;
-    {
-        std::vector<const Node*> stack{&trace.root};
-        while (!stack.empty()) {
-            const Node* node = stack.back();
-            stack.pop_back();
-            ++call_nodes;
-            for (const Node& child : node->children)
-                if (child.kind == NodeKind::call) stack.push_back(&child);
-        }
-    }
+    const std::size_t call_nodes = count_call_nodes(trace.root);
     const std::vector<ClientSpan> clients = has_context ? parse_client_spans(field(trace, fields::client_spans))
                                                         : std::vector<ClientSpan>();
     const std::size_t budget = std::max<std::size_t>(max_spans, 1);
@@ -416,15 +419,7 @@ inline std::size_t write_trace(std::string& out, bool& first, const Trace& trace
 
 // The spans write_trace makes of `trace`.
 inline std::size_t span_count(const Trace& trace, std::size_t max_spans) {
-    std::size_t nodes = 0;
-    std::vector<const Node*> stack{&trace.root};
-    while (!stack.empty()) {
-        const Node* node = stack.back();
-        stack.pop_back();
-        ++nodes;
-        for (const Node& child : node->children)
-            if (child.kind == NodeKind::call) stack.push_back(&child);
-    }
+    const std::size_t nodes = count_call_nodes(trace.root);
     const bool has_context = TraceId::from_hex(field(trace, fields::trace_id)).has_value();
     return std::min(nodes, std::max<std::size_t>(max_spans, 1)) +
            (has_context ? parse_client_spans(field(trace, fields::client_spans)).size() : 0);

@@ -193,7 +193,8 @@ private:
 
 TRACETREE_END_NAMESPACE
 
-#include "detail/runtime.hpp"
-#include "detail/throw_hook.hpp"
+#if TRACETREE_DETAIL_RUNTIME_HERE
+#include "detail/sessions-inl.hpp"
+#endif
 
 #endif  // TRACETREE_SESSIONS_HPP

@@ -14,8 +14,13 @@
 // Reading order of the library, bottom up: this file (configuration, macros) -> detail/abi.hpp (the
 // namespace) -> detail/anchor.hpp (finding the process's recorder) -> detail/recorder.hpp
 // (call sites, the per-thread tree, the scope guard) -> values.hpp (plain trees) -> matcher.hpp ->
-// detail/runtime.hpp (threads, sessions, snapshots) -> control.hpp (the public control API) ->
-// render.hpp (Arthas and human text) -> views.hpp (flame graphs, JSON, diffs) -> all.hpp.
+// the runtime's rooms: detail/clock.hpp (ticks to ns), detail/sites.hpp (interned sites),
+// detail/tree.hpp (node pool, trees, snapshots as values), detail/session_registry.hpp (sessions,
+// matching, delivery), detail/thread_state.hpp (a thread's captures and frames), detail/threads.hpp
+// (live and exited threads, profiles, timelines), detail/process.hpp (modules, the C++ ABI) ->
+// detail/runtime.hpp (RuntimeImpl over them) -> control.hpp and sessions.hpp (the public control API;
+// defined in detail/control-inl.hpp and detail/sessions-inl.hpp) -> render.hpp (Arthas and human
+// text) -> views.hpp (flame graphs, JSON, diffs) -> all.hpp.
 #ifndef TRACETREE_TRACETREE_HPP
 #define TRACETREE_TRACETREE_HPP
 

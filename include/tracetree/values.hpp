@@ -135,6 +135,38 @@ struct Timeline {
     std::vector<ThreadTimeline> threads;
 };
 
+// ---- the recorder's settings and state, as control.hpp sets and reports them ------------------
+
+// Bounds on what the recorder keeps. What they cut is counted and shown (`dropped`), never lost
+// silently; memory stays bounded whatever the program names or however many threads it starts.
+struct Limits {
+    std::uint32_t max_depth = 256;        // nesting recorded per thread, 1 ..= 4096 (applies at once)
+    std::uint32_t max_nodes = 65536;      // call-tree nodes per thread, 16 ..= 16777216 (trees started later)
+    std::uint64_t max_total_nodes = 1u << 22;  // nodes of all live threads (64 bytes each), and apart of all exited ones, >= 256
+    std::uint32_t max_name_length = 1024;      // run-time names and annotations are cut here, 1 ..= 65536
+    std::uint64_t max_name_bytes = 16u << 20;  // memory held by distinct run-time names, all threads, >= 1024
+    std::uint32_t max_exited_threads = 256;    // exited threads kept apart (by name); the rest fold into one
+};
+
+// Replaces the clock for every thread (nullptr restores it): tests make timings exact with it.
+// Set it while no scope is open; the function returns nanoseconds.
+using ClockFunction = std::uint64_t (*)() noexcept;
+
+// What the process's recorder is, and how much of its budgets it uses.
+struct RecorderInfo {
+    std::string version;             // "0.2.0"
+    std::string module;              // the executable or library whose copy runs the recorder
+    std::vector<std::string> others; // recorders of other tracetree versions or standard libraries in this process
+    std::uint64_t threads = 0;       // live threads that have recorded
+    std::uint64_t nodes = 0;         // node capacity allocated, all threads
+    std::uint64_t spare_nodes = 0;   // freed with exited threads' trees, kept for new ones (at most 65,536)
+    std::uint64_t name_bytes = 0;    // memory held by interned run-time names
+    std::uint64_t dropped_names = 0; // scopes not recorded: the name budget was full
+    bool throw_hook = false;         // throws are recorded as throw nodes (checked when the recorder starts)
+    std::string throw_hook_note;     // why not, when throw_hook is false
+    bool exported = false;           // copies loaded later (plugins, RTLD_LOCAL too) find this recorder
+};
+
 // ---- definitions ------------------------------------------------------------------------------
 
 namespace detail {

@@ -48,8 +48,8 @@
 #error "build the file that includes tracetree/xray.hpp with -fxray-instrument (its probe functions calibrate the handler)"
 #endif
 
-#include "control.hpp"   // first: sessions.hpp alone does not compile (it is included back from runtime.hpp)
-#include "sessions.hpp"  // the sessions that decide what is patched; the runtime
+#include "sessions.hpp"  // the sessions that decide what is patched
+#include "detail/runtime.hpp"  // the runtime, also where files compile declarations only (control.hpp)
 #include "detail/xray_symbols.hpp"
 
 #include <algorithm>  // std::any_of, std::fill, std::remove
@@ -335,10 +335,7 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
 // exception left through a frame whose personality routine is not this header's). It is dropped then,
 // uncounted, and the depth it held is given back.
 [[clang::xray_never_instrument]] inline void xray_end_scope(Scope& scope) noexcept {
-    if (scope.node_ != nullptr && !at_innermost(scope)) {
-        if (scope.slow_ == 0) --scope.arena_->depth;
-        scope.node_ = nullptr;
-    }
+    RuntimeImpl::forget_if_moved_past(scope);
     scope.~Scope();
 }
 

@@ -311,6 +311,23 @@ TEST_CASE("malformed requests get the right 4xx and the server keeps serving") {
     CHECK(page.body.size() > 10);
 }
 
+TEST_CASE("a payment the channel cannot read: it answers 400, /send 502 (the failed outgoing call), then serves on") {
+    Fixture fixture;
+    DemoServer server(fixture.options(Mode::fixed));
+    server.start();
+    for (const char* body : {R"({"amount":"lots"})", R"({"currency":"CNY"})", R"({"amount":1234567890123})", "x"}) {
+        CAPTURE(body);
+        const demo::http::Response refused = net::request(kHost, server.port(), "POST", "/send", body);
+        CHECK(refused.status == 502);
+        CHECK(refused.body == "502 Bad Gateway: channel answered 400\n");
+    }
+    const demo::http::Response channel = net::request(kHost, server.channel_port(), "POST", "/pay", "{}");
+    CHECK(channel.status == 400);
+    CHECK(channel.body.find("the amount must be a whole number") != std::string::npos);
+    CHECK(net::request(kHost, server.port(), "POST", "/send", R"({"amount": 100,"currency":"CNY"})").status == 200);
+    CHECK(net::request(kHost, server.port(), "GET", "/send").status == 200);  // the default payment
+}
+
 TEST_CASE("keep-alive: one Http11Processor::service call per request, none when the client closes") {
     Fixture fixture;
     DemoServer server(fixture.options(Mode::fixed));

@@ -9,65 +9,23 @@
 //   node client.js PATH-TO-tracecontext-service
 'use strict';
 const assert = require('node:assert/strict');
-const http = require('node:http');
-const { spawn } = require('node:child_process');
-const readline = require('node:readline');
 const api = require('@opentelemetry/api');
 const { TraceState, W3CTraceContextPropagator } = require('@opentelemetry/core');
 const { resourceFromAttributes } = require('@opentelemetry/resources');
 const { BasicTracerProvider, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
 const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http');
-const reference = require('./reference.js');
-
-// Under clang's AddressSanitizer the service records no throws (README, Limitations): meson says so.
-const throwsSeen = !process.env.TRACETREE_NO_THROW_NODES;
-let service = null;  // killed on every way out: a service left running would hold meson's pipe open
-const giveUp = (message) => {
-  console.error(`FAILED: ${message}`);
-  if (service) service.kill('SIGKILL');
-  process.exit(1);
-};
-const deadline = setTimeout(() => giveUp('timed out'), 60000);
-
-function listen(handler) {
-  return new Promise((resolve) => {
-    const server = http.createServer(handler);
-    server.listen(0, '127.0.0.1', () => resolve(server));
-  });
-}
-function readBody(request) {
-  return new Promise((resolve) => {
-    const chunks = [];
-    request.on('data', (chunk) => chunks.push(chunk));
-    request.on('end', () => resolve(Buffer.concat(chunks).toString()));
-  });
-}
+const live = require('./live.js');
+const { check } = live;
 
 async function main() {
   // The OTLP receiver: every span, from whichever process sent it.
-  const spans = [];
-  const serverBodies = [];  // the tracetree server's requests, as sent
-  let arrived = () => {};
-  const receiver = await listen(async (request, response) => {
-    const body = JSON.parse(await readBody(request));
-    assert.equal(request.url, '/v1/traces');
-    assert.match(request.headers['content-type'], /^application\/json/);
-    for (const resourceSpans of body.resourceSpans) {
-      const service = resourceSpans.resource.attributes.find((a) => a.key === 'service.name').value.stringValue;
-      for (const scopeSpans of resourceSpans.scopeSpans)
-        for (const span of scopeSpans.spans) spans.push({ service, ...span });
-      if (service === 'tracetree-server') serverBodies.push(body);
-    }
-    response.writeHead(200, { 'Content-Type': 'application/json' });
-    response.end('{}');
-    arrived();
-  });
-  const otlp = `http://127.0.0.1:${receiver.address().port}/v1/traces`;
+  const receiver = await live.receiver();
+  const otlp = receiver.url;
 
   // Where the tracetree server calls next.
   let downstreamHeaders = null;
-  const downstream = await listen(async (request, response) => {
-    await readBody(request);
+  const downstream = await live.listen(async (request, response) => {
+    await live.readBody(request);
     if (request.url === '/fail') {  // a failed outgoing call
       response.writeHead(500, { 'Content-Length': '0' });
       response.end();
@@ -78,16 +36,11 @@ async function main() {
     response.end();
   });
 
-  service = spawn(process.argv[2], ['--port=0', `--otlp=${otlp}`, '--otlp-interval=20',
-                                          '--service-name=tracetree-server'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const serviceUrl = await new Promise((resolve, reject) => {
-    service.on('exit', (code) => reject(new Error(`the service exited with ${code}`)));
-    readline.createInterface({ input: service.stdout }).once('line', (line) => {
-      const found = /(http:\/\/127\.0\.0\.1:\d+\/\S*)/.exec(line);
-      if (found) resolve(found[1]);
-      else reject(new Error(`unexpected first line: ${line}`));
-    });
-  });
+  const line = await live.start(process.argv[2], ['--port=0', `--otlp=${otlp}`, '--otlp-interval=20',
+                                                  '--service-name=tracetree-server']);
+  const found = /(http:\/\/127\.0\.0\.1:\d+\/\S*)/.exec(line);
+  if (!found) live.giveUp(`unexpected first line: ${line}`);
+  const serviceUrl = found[1];
 
   // The client, instrumented as the OpenTelemetry docs show, with the W3C propagator.
   api.propagation.setGlobalPropagator(new W3CTraceContextPropagator());
@@ -106,33 +59,16 @@ async function main() {
   const headers = { 'Content-Type': 'application/json' };
   api.propagation.inject(api.trace.setSpan(api.ROOT_CONTEXT, clientSpan), headers);
   const payload = JSON.stringify([{ url: `http://127.0.0.1:${downstream.address().port}/next`, arguments: [] }]);
-  const post = (requestHeaders, body) => new Promise((resolve, reject) => {
-    const request = http.request(serviceUrl, { method: 'POST', headers: requestHeaders }, (response) => {
-      response.resume();
-      response.on('end', () => resolve(response.statusCode));
-    });
-    request.on('error', reject);
-    request.end(body);
-  });
-  const status = await post(headers, payload);
+  const post = (body) => live.request(serviceUrl, { method: 'POST', headers, body });
+  const { status } = await post(payload);
   clientSpan.end();
   await provider.forceFlush();
 
   const client = clientSpan.spanContext();
   // Wait (event-driven) until the server's span and the client's have both arrived.
-  const has = () => spans.some((s) => s.service === 'node-client') && spans.some((s) => s.service === 'tracetree-server' && s.kind === 2);
-  while (!has()) await new Promise((resolve) => { arrived = resolve; });
-
-  let checks = 0;
-  const check = (what, fn) => {
-    try {
-      fn();
-      checks++;
-    } catch (error) {
-      console.error(`FAILED: ${what}\n${error.message}`);
-      process.exitCode = 1;
-    }
-  };
+  await receiver.until(() => receiver.spans().some((s) => s.service === 'node-client') &&
+                             receiver.spans().some((s) => s.service === 'tracetree-server' && s.kind === 2));
+  const spans = receiver.spans();
   const server = spans.find((s) => s.service === 'tracetree-server' && s.kind === 2);
   const serverCall = spans.find((s) => s.service === 'tracetree-server' && s.kind === 3);
   check('the service answered 200', () => assert.equal(status, 200));
@@ -162,28 +98,24 @@ async function main() {
   // Live captures for the SDK comparison: three calls, two of them failing (a folded scope, client
   // spans with an error status), then a body the service cannot parse (a throw). Both with a remote
   // parent and a tracestate, which the SDK needs to rebuild the same trace.
-  const before = serverBodies.length;
   const fail = `http://127.0.0.1:${downstream.address().port}/fail`;
-  await post(headers, JSON.stringify([{ url: fail, arguments: [] }, { url: fail, arguments: [] },
-                                      { url: `http://127.0.0.1:${downstream.address().port}/next`, arguments: [] }]));
-  await post(headers, '[{"url": ');
-  const live = () => serverBodies.slice(before).flatMap((b) => b.resourceSpans[0].scopeSpans[0].spans);
-  const captured = () => live().some((s) => s.kind === 3 && s.status.code === 2) &&
-                         (!throwsSeen || live().some((s) => s.events.some((e) => e.name === 'exception'))) &&
-                         live().some((s) => s.attributes.some((a) => a.key === 'tracetree.count'));
-  while (!captured()) await new Promise((resolve) => { arrived = resolve; });
+  await post(JSON.stringify([{ url: fail, arguments: [] }, { url: fail, arguments: [] },
+                             { url: `http://127.0.0.1:${downstream.address().port}/next`, arguments: [] }]));
+  await post('[{"url": ');
+  const later = () => receiver.spans().slice(spans.length).filter((s) => s.service === 'tracetree-server');
+  const captured = () => later().some((s) => s.kind === 3 && s.status.code === 2) &&
+                         (!live.throwsSeen || later().some((s) => s.events.some((e) => e.name === 'exception'))) &&
+                         later().some((s) => s.attributes.some((a) => a.key === 'tracetree.count'));
+  await receiver.until(captured);
   check('live captures: a failed outgoing call, a throw and a folded scope', () => assert.ok(captured()));
-  serverBodies.forEach((body, i) => reference.compare(body, `live capture ${i + 1}`));
-  console.log(`client.js: live captures: ${reference.summary()}`);
+  console.log(`client.js: live captures: ${live.compareWithSdk(receiver.bodies, ['tracetree-server'])}`);
 
-  service.kill('SIGTERM');
-  const code = await new Promise((resolve) => service.on('exit', resolve));
+  const code = await live.stop();
   check('the service stopped cleanly', () => assert.equal(code, 0));
   await provider.shutdown();
   receiver.close();
   downstream.close();
-  clearTimeout(deadline);
-  console.log(`client.js: ${checks} checks, trace ${client.traceId}` + (process.exitCode ? ', with failures' : ', all pass'));
+  live.finish(`client.js (trace ${client.traceId})`);
 }
 
-main().catch((error) => giveUp(error.stack));
+main().catch((error) => live.giveUp(error.stack));

@@ -5,7 +5,7 @@
 // must agree on field names and their order, id and timestamp encodings and enum values.
 //
 //   node reference.js PATH-TO-otel-dump
-// client.js compares live captures the same way: require('./reference.js').compare(body, label).
+// client.js and demo.js compare live captures the same way (live.js: require('./reference.js').compare(body, label)).
 'use strict';
 const assert = require('node:assert/strict');
 const { execFileSync } = require('node:child_process');

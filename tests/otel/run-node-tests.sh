@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # The OpenTelemetry JavaScript SDK as the reference (docs/otel.md): installs the pinned packages
 # (package-lock.json) into tests/otel/node_modules with npm, then runs reference.js (the OTLP/JSON
-# shape) and client.js (a Node client calling a tracetree server). Exits 77, which meson counts as
-# skipped, with the reason printed, when node or npm is missing or the npm registry cannot be reached.
+# shape) and client.js (a Node client calling a tracetree server), or with --demo demo.js (the demo's
+# live exports). Exits 77, which meson counts as skipped, with the reason printed, when node or npm is
+# missing or the npm registry cannot be reached.
 #   run-node-tests.sh PATH-TO-otel-dump PATH-TO-tracecontext-service
+#   run-node-tests.sh --demo PATH-TO-demo-server
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-dump=$(realpath "$1")
-service=$(realpath "$2")
+if [ "$1" = --demo ]; then
+    demo=$(realpath "$2")
+else
+    dump=$(realpath "$1")
+    service=$(realpath "$2")
+fi
 skip() { echo "SKIP: $*"; exit 77; }
 
 command -v node >/dev/null 2>&1 || skip "node is not installed (apt-get install nodejs npm)"
@@ -29,5 +35,9 @@ fi
 flock -u 9
 
 cd "$here"
-node reference.js "$dump"
-node client.js "$service"
+if [ -n "${demo:-}" ]; then
+    node demo.js "$demo"
+else
+    node reference.js "$dump"
+    node client.js "$service"
+fi

@@ -30,6 +30,7 @@
 
 // v0_2, v0_2_debug, v0_2_cxx98, v0_2_libcxx1, ... (recorder.hpp checks the version against tracetree.hpp's)
 #define TRACETREE_ABI TRACETREE_DETAIL_CAT(TRACETREE_DETAIL_CAT(v0_2, TRACETREE_DETAIL_STDLIB_ABI), TRACETREE_DETAIL_DEBUG_ABI)
+#define TRACETREE_DETAIL_ABI_NAME TRACETREE_DETAIL_STRING(TRACETREE_ABI)  // "v0_2", ...: in the anchors' names
 #define TRACETREE_BEGIN_NAMESPACE namespace tracetree { inline namespace TRACETREE_ABI {
 #define TRACETREE_END_NAMESPACE } }
 

@@ -36,7 +36,8 @@ TRACETREE_BEGIN_NAMESPACE
 namespace detail {
 
 TRACETREE_DETAIL_LOCAL inline constexpr char kAnchorPrefix[] = "tracetree_anchor_";
-TRACETREE_DETAIL_LOCAL inline constexpr char kAnchorName[] = "tracetree_anchor_" TRACETREE_DETAIL_STRING(TRACETREE_ABI);
+TRACETREE_DETAIL_LOCAL inline constexpr char kAbiName[] = TRACETREE_DETAIL_ABI_NAME;  // "v0_2", ...
+TRACETREE_DETAIL_LOCAL inline constexpr char kAnchorName[] = "tracetree_anchor_" TRACETREE_DETAIL_ABI_NAME;
 
 inline std::atomic<void*>& own_anchor() noexcept { return TRACETREE_DETAIL_ANCHOR; }
 

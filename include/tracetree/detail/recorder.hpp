@@ -64,12 +64,22 @@ inline std::uint64_t counter_frequency() noexcept {
 
 enum class SiteKind : std::uint8_t { scope, function, dynamic, thrown };
 
+// A session epoch and a mask of session slots in one word, so that the fast path compares a site's
+// sessions with the arena's epoch in one load (SiteInfo::watch, Arena::epoch_word: no slot).
+struct WatchWord {
+    static constexpr std::uint64_t make(std::uint32_t epoch, std::uint32_t mask) noexcept {
+        return (std::uint64_t{epoch} << 32) | mask;
+    }
+    static constexpr std::uint32_t epoch(std::uint64_t word) noexcept { return static_cast<std::uint32_t>(word >> 32); }
+    static constexpr std::uint32_t mask(std::uint64_t word) noexcept { return static_cast<std::uint32_t>(word); }
+};
+
 // What the recorder keeps of a call site, interned by content (kind, name, file, line) and never
 // freed: nodes point here rather than at the macro's static record, so names outlive a library that
 // is unloaded, and a reloaded library's scopes land on their old nodes. The runtime extends it.
 struct SiteInfo {
-    // Which trace sessions watch this site: (session epoch << 32) | session mask, decided once per
-    // site and epoch; equal to the arena's `epoch_word` when decided and watched by none.
+    // Which trace sessions watch this site (a WatchWord), decided once per site and epoch; equal to
+    // the arena's `epoch_word` when decided and watched by none.
     std::atomic<std::uint64_t> watch{0};
     const SiteInfo* origin = nullptr;  // run-time names: the info of the macro's own call site
     const char* name = nullptr;        // run-time names: the name's bytes (any bytes, NUL included)
@@ -196,7 +206,8 @@ struct DynamicLink {
 // A tree's child index: open addressing over (parent index, site) -> child index; 0 is an empty slot.
 inline std::uint32_t child_slot(std::uint32_t parent, const SiteInfo* info, std::uint32_t mask) noexcept {
     const std::uint64_t key = reinterpret_cast<std::uintptr_t>(info) ^ (std::uint64_t{parent} << 40);
-    return static_cast<std::uint32_t>((key * 0x9E3779B97F4A7C15u) >> 40) & mask;
+    const std::uint64_t mixed = key * 0x9E3779B97F4A7C15u;
+    return static_cast<std::uint32_t>(mixed ^ (mixed >> 32)) & mask;
 }
 inline std::uint32_t find_child(NodeRecord* const* chunks, const std::uint32_t* slots, std::uint32_t mask,
                                 std::uint32_t parent, const SiteInfo* info) noexcept {
@@ -226,7 +237,7 @@ struct Arena {
     // limit is open, or the thread has exited) without a check of its own on the fast path.
     std::atomic<std::uint32_t> depth_limit{0};
     std::atomic<std::uint8_t> flags{0};
-    std::atomic<std::uint64_t> epoch_word{0};  // the session epoch << 32
+    std::atomic<std::uint64_t> epoch_word{0};  // WatchWord::make(session epoch, 0)
     const unsigned int* uncaught = nullptr;  // this thread's count of exceptions in flight
     Recorder* recorder = nullptr;
     // Run-time names seen on this thread.
@@ -309,6 +320,7 @@ struct Arena {
 // ---- the process-wide recorder ----------------------------------------------------------------
 
 class Scope;
+class RuntimeImpl;
 
 // The slow paths, implemented once per process (detail/runtime.hpp). Every copy of this header (the
 // executable, shared libraries, plugins) calls the same object, so one profile sees all of them.
@@ -399,14 +411,23 @@ public:
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
 
+    // What the runtime must do at the end besides counting (bits of slow_).
+    static constexpr std::uint8_t kCaptureRoot = 1;      // end the capture the scope started
+    static constexpr std::uint8_t kFakeClock = 2;        // timed on the test clock
+    static constexpr std::uint8_t kTimelineSpan = 4;     // add a timeline span
+    static constexpr std::uint8_t kFrame = 8;            // deliver to stack, watch and monitor sessions
+    static constexpr std::uint8_t kDeferredCapture = 16; // its capture waits for the first thing recorded under it
+
+private:
+    friend class RuntimeImpl;  // its slow paths fill these and read them at the end
+
     // Filled by begin() here or by the runtime's slow path; read by the runtime's end().
     NodeRecord* node_ = nullptr;  // null: not recorded, and nothing below is read
     Arena* arena_;
     std::uint64_t start_;
     unsigned int uncaught_;
-    std::uint8_t slow_;  // 0: the destructor's fast path; else what the runtime must do at the end
+    std::uint8_t slow_;  // 0: the destructor's fast path; else kCaptureRoot | ... bits
 
-private:
     // Unwatched sites go straight to the tree: with sessions running, a site decided for this epoch
     // and watched by none costs a load and a compare, not a match.
     static constexpr std::uint32_t kNoName = ~std::uint32_t{0};
@@ -460,7 +481,7 @@ TRACETREE_DETAIL_INLINE void watch(const char* name, MakeValue&& make_value) {
     record_value(*arena, name, make_value());
 }
 
-// TRACETREE_THROW: notes the line for the throw hook (detail/runtime.hpp), then the exception is thrown.
+// TRACETREE_THROW: notes the line for the throw hook (detail/throw_hook.hpp), then the exception is thrown.
 template <class Exception>
 Exception&& note_throw(const char* file, unsigned int line, Exception&& exception) noexcept {
     Arena* arena = tls_arena();

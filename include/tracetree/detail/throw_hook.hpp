@@ -42,7 +42,7 @@ TRACETREE_DETAIL_LOCAL inline std::atomic<ThrowFunction> g_next_throw{nullptr};
 // else the C++ runtime's own (never one that could call this hook again).
 TRACETREE_DETAIL_COLD inline ThrowFunction next_throw() noexcept {
     if (ThrowFunction known = g_next_throw.load(std::memory_order_acquire)) return known;
-    const char* const mark = "tracetree_throw_hook_" TRACETREE_DETAIL_STRING(TRACETREE_ABI);
+    const char* const mark = TRACETREE_DETAIL_STRING(TRACETREE_DETAIL_THROW_MARK);
     const void* const self = &g_next_throw;  // hidden: in this copy's module
     void* after_self = nullptr;
     void* runtime = nullptr;
@@ -67,12 +67,11 @@ TRACETREE_DETAIL_COLD inline ThrowFunction next_throw() noexcept {
     return reinterpret_cast<ThrowFunction>(next);
 }
 
-TRACETREE_DETAIL_LOCAL inline constexpr char kAbi[] = TRACETREE_DETAIL_STRING(TRACETREE_ABI);
 
 inline void note_thrown(void* object, const std::type_info* type) noexcept {
     if (__builtin_strcmp(type->name(), "21tracetree_throw_probe") == 0) {
         auto& probe = *static_cast<tracetree_throw_probe*>(object);
-        if (__builtin_strcmp(probe.abi, kAbi) == 0) probe.seen = true;
+        if (__builtin_strcmp(probe.abi, kAbiName) == 0) probe.seen = true;
         return;
     }
     if (Recorder* recorder = find_recorder()) static_cast<RuntimeImpl*>(recorder)->record_throw(object, type);
@@ -81,7 +80,7 @@ inline void note_thrown(void* object, const std::type_info* type) noexcept {
 // Empty when a hook of this ABI notes the throws of this copy's module; else why not.
 inline std::string check_throw_hook() {
     try {
-        throw tracetree_throw_probe{kAbi, false};
+        throw tracetree_throw_probe{kAbiName, false};
     } catch (const tracetree_throw_probe& probe) {
         if (probe.seen) return "";
     }

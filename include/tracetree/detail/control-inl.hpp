@@ -1,0 +1,122 @@
+// tracetree control, defined: control.hpp's functions over the runtime. SPDX-License-Identifier: MIT
+//
+// Included at the end of control.hpp, never on its own. First, how the process's recorder is found or
+// started: every control function, and every file that includes control.hpp, asks for it.
+#ifndef TRACETREE_DETAIL_CONTROL_INL_HPP
+#define TRACETREE_DETAIL_CONTROL_INL_HPP
+
+#include "runtime.hpp"
+#include "throw_hook.hpp"
+
+#include <algorithm>  // std::find_if
+#include <mutex>
+#include <string>
+#include <string_view>
+
+TRACETREE_BEGIN_NAMESPACE
+namespace detail {
+
+// ---- starting the recorder ----------------------------------------------------------------------
+
+// The process's recorder: found, or started by this copy. Copies that start at once (plugins loaded
+// by two threads) each make one; settle_recorder() keeps exactly one, the others are deleted.
+TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
+    const auto as_runtime = [](Recorder* recorder) -> RuntimeImpl& { return *static_cast<RuntimeImpl*>(recorder); };
+    if (Recorder* found = find_recorder()) return as_runtime(found);
+    static std::mutex starting;  // this copy's threads start one at a time
+    std::lock_guard<std::mutex> lock(starting);
+    if (Recorder* found = find_recorder()) return as_runtime(found);
+    // The throw hook's probe runs before the recorder is published: recorder_info() never reads a
+    // field being written.
+    auto* fresh = new RuntimeImpl(check_throw_hook());
+    auto* chosen = static_cast<Recorder*>(settle_recorder(static_cast<Recorder*>(fresh)));
+    if (chosen == fresh) fresh->started();
+    else delete fresh;
+    return as_runtime(chosen);
+}
+
+// Files that control tracing start the recorder before main, so that it records from the start.
+TRACETREE_DETAIL_LOCAL inline const bool g_runtime_started = [] {
+    try {
+        runtime();
+        return true;
+    } catch (...) {  // tried again at the first call of a control function, which then reports it
+        return false;
+    }
+}();
+
+}  // namespace detail
+
+TRACETREE_DETAIL_RUNTIME_API void set_enabled(bool on) noexcept {
+    try {
+        detail::runtime().set_flag(detail::kRecording, on);
+    } catch (...) {
+    }
+}
+TRACETREE_DETAIL_RUNTIME_API bool enabled() noexcept {
+    try {
+        return detail::runtime().enabled();
+    } catch (...) {
+        return false;
+    }
+}
+TRACETREE_DETAIL_RUNTIME_API void set_limits(const Limits& limits) { detail::runtime().set_limits(limits); }
+TRACETREE_DETAIL_RUNTIME_API Limits limits() { return detail::runtime().limits(); }
+
+TRACETREE_DETAIL_RUNTIME_API void set_thread_name(std::string_view name) {
+    detail::ThreadState* state = detail::runtime().this_thread();
+    if (state == nullptr) return;
+    const std::string cut(name.substr(0, state->arena.max_name_length.load(std::memory_order_relaxed)));
+    std::lock_guard<std::mutex> lock(state->mutex);
+    state->name = cut;
+    state->named = true;
+}
+
+TRACETREE_DETAIL_RUNTIME_API void annotate(std::string_view key, std::string_view value) {
+    detail::ThreadState* state = detail::runtime().this_thread();
+    if (state == nullptr) return;
+    const std::size_t cut = state->arena.max_name_length.load(std::memory_order_relaxed);
+    const std::string k(key.substr(0, cut));
+    auto& fields = state->annotations;  // owner only
+    auto same = std::find_if(fields.begin(), fields.end(), [&](const auto& field) { return field.first == k; });
+    if (value.empty()) {
+        if (same != fields.end()) fields.erase(same);
+    } else if (same != fields.end()) {
+        same->second = std::string(value.substr(0, cut));
+    } else if (fields.size() < 64) {  // a bound against keys made from data
+        fields.emplace_back(k, std::string(value.substr(0, cut)));
+    }
+}
+TRACETREE_DETAIL_RUNTIME_API void clear_annotations() {
+    if (detail::ThreadState* state = detail::runtime().this_thread()) state->annotations.clear();
+}
+
+TRACETREE_DETAIL_RUNTIME_API void set_clock(ClockFunction now) noexcept {
+    try {
+        detail::runtime().set_clock(now);
+    } catch (...) {
+    }
+}
+
+TRACETREE_DETAIL_RUNTIME_API RecorderInfo recorder_info() { return detail::runtime().info(); }
+TRACETREE_DETAIL_RUNTIME_API Profile profile() { return detail::runtime().profile(); }
+TRACETREE_DETAIL_RUNTIME_API void reset() { detail::runtime().reset(); }
+
+TRACETREE_DETAIL_RUNTIME_API void start_timeline(std::size_t max_spans_per_thread) { detail::runtime().start_timeline(max_spans_per_thread); }
+TRACETREE_DETAIL_RUNTIME_API void stop_timeline() noexcept {
+    try {
+        detail::runtime().stop_timeline();
+    } catch (...) {
+    }
+}
+TRACETREE_DETAIL_RUNTIME_API Timeline timeline() { return detail::runtime().timeline(); }
+
+TRACETREE_END_NAMESPACE
+
+#if defined(TRACETREE_RUNTIME_IMPLEMENTATION)
+extern "C" {
+char TRACETREE_DETAIL_RUNTIME_LINK_CHECK = 0;  // what files with TRACETREE_SEPARATE_RUNTIME link to (control.hpp)
+}
+#endif
+
+#endif  // TRACETREE_DETAIL_CONTROL_INL_HPP

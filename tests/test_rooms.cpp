@@ -1,0 +1,97 @@
+// The runtime's rooms on their own, without the process's recorder: the node pool's budget, a tree's
+// nodes, folding and snapshot (detail/tree.hpp), the site table's name budget (detail/sites.hpp), the
+// session word (detail/recorder.hpp) and the clock's conversion (detail/clock.hpp).
+#include <tracetree/detail/clock.hpp>
+#include <tracetree/detail/sites.hpp>
+#include <tracetree/detail/tree.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace rooms_test {
+
+using namespace tracetree::detail;
+
+// A call counted on `node` as the hot path counts it.
+void count(NodeRecord& node, std::uint64_t ticks) {
+    node.count.store(node.count.load() + 1);
+    node.total.store(node.total.load() + ticks);
+    if (ticks < node.min.load()) node.min.store(ticks);
+    if (ticks > node.max.load()) node.max.store(ticks);
+}
+
+TEST_CASE("rooms: the chunk pool keeps the node budget") {
+    ChunkPool pool;
+    pool.max_total_nodes.store(kChunkMask + 1);  // one chunk
+    Tree first(64, pool), second(64, pool);
+    CHECK(first.prepare());
+    CHECK_FALSE(second.prepare());
+    CHECK(pool.nodes.load() == kChunkMask + 1);
+}
+
+TEST_CASE("rooms: a tree's children, folded into another tree, as values") {
+    ChunkPool pool;
+    SiteTable sites;
+    const InternedSite* a = sites.intern(SiteKind::scope, "a", "f.cpp", 1, nullptr);
+    const InternedSite* b = sites.intern(SiteKind::scope, "b", "f.cpp", 2, nullptr);
+    CHECK(sites.intern(SiteKind::scope, "a", "f.cpp", 1, nullptr) == a);  // interned by content
+
+    Arena arena;  // records into neither tree: only the trees change
+    Tree capture(64, pool), into(64, pool);
+    REQUIRE(capture.prepare());
+    REQUIRE(into.prepare());
+    const std::uint32_t node_a = capture.add(arena, 0, a);
+    const std::uint32_t node_b = capture.add(arena, node_a, b);
+    CHECK(capture.find(0, a) == node_a);
+    CHECK(capture.find(node_a, b) == node_b);
+    CHECK(capture.find(0, b) == 0);
+    count(*capture.at(node_b), 10);
+    count(*capture.at(node_a), 30);
+
+    std::mutex messages;
+    capture.fold_into(arena, into, 0, messages);
+    capture.zero();
+    count(*capture.at(node_a), 20);  // the same capture again: found where it was folded
+    capture.fold_into(arena, into, 0, messages);
+    CHECK(into.nodes() == 3);
+
+    const auto roots = to_values(into, 1.0, nullptr);
+    REQUIRE(roots.size() == 1);
+    CHECK(roots[0].name == "a");
+    CHECK(roots[0].count == 2);
+    CHECK(roots[0].total == tracetree::Nanos(50));
+    CHECK(roots[0].min == tracetree::Nanos(20));
+    REQUIRE(roots[0].children.size() == 1);
+    CHECK(roots[0].children[0].name == "b");
+    CHECK(roots[0].children[0].count == 1);
+}
+
+TEST_CASE("rooms: run-time names stay within the byte budget") {
+    SiteTable sites;
+    const InternedSite* origin = sites.intern(SiteKind::scope, "origin", "f.cpp", 3, nullptr);
+    sites.set_max_name_bytes(4096);  // one name of 1000 bytes (held twice, with its key), not two
+    const std::string big(1000, 'x');
+    const InternedSite* first = sites.dynamic(origin, big.data(), big.size(), true);
+    REQUIRE(first != nullptr);
+    CHECK(first->name == big);
+    CHECK(sites.dynamic(origin, big.data(), big.size(), true) == first);  // known: no new bytes
+    const std::string other(1000, 'y');
+    CHECK(sites.dynamic(origin, other.data(), other.size(), true) == nullptr);
+    CHECK(sites.dropped_names() == 1);
+    CHECK(sites.dynamic(origin, "z", 1, false) == nullptr);  // no room for a node: not counted as a name dropped
+    CHECK(sites.dropped_names() == 1);
+}
+
+TEST_CASE("rooms: the session word and the clock's conversion") {
+    const std::uint64_t word = WatchWord::make(7, 0x5);
+    CHECK(WatchWord::epoch(word) == 7);
+    CHECK(WatchWord::mask(word) == 0x5);
+    CHECK(WatchWord::make(7, 0) == std::uint64_t{7} << 32);
+    CHECK(to_nanos(1000, 0.5) == tracetree::Nanos(500));
+    CHECK(to_nanos(~std::uint64_t{0}, 1.0) == tracetree::Nanos::max());  // a clock that stepped back
+}
+
+}  // namespace rooms_test
