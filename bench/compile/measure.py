@@ -4,7 +4,8 @@
     bench/compile/measure.py --include include --compilers g++ clang++ [--rounds 7]
 
 Prints Markdown: per file, the -std=c++17 -fsyntax-only CPU time (user + sys of the compiler, from
-wait4) and the preprocessed line count (-E), each as a ratio to baseline.cpp (<string> + <vector>);
+wait4), the CPU time of an -O2 object (-c, what a release build pays), and the preprocessed line
+count (-E), each as a ratio to baseline.cpp (<string> + <vector>);
 the standard headers tracetree's own headers include; the annotated file's object at -O0 and -O2
 with and without TRACETREE_DISABLE (size, and whether anything runs before main); then the targets.
 
@@ -128,6 +129,7 @@ def main():
     include = os.path.abspath(args.include)
 
     cpu = {c: [[] for _ in FILES] for c in args.compilers}
+    cpu_o2 = {c: [[] for _ in FILES] for c in args.compilers}
     lines = {}
     for compiler in args.compilers:
         for i, (_, source, extra) in enumerate(FILES):
@@ -139,19 +141,22 @@ def main():
             compiler, i = jobs[(r + k) % len(jobs)]
             _, source, extra = FILES[i]
             cpu[compiler][i].append(cpu_seconds([compiler, *compile_flags(include, source, extra), "-fsyntax-only"]))
+            cpu_o2[compiler][i].append(cpu_seconds([compiler, *compile_flags(include, source, extra), "-O2", "-c", "-o", os.devnull]))
 
     versions = {c: run([c, "--version"]).stdout.splitlines()[0] for c in args.compilers}
-    print(f"Compilers: {'; '.join(f'`{c}`: {v}' for c, v in versions.items())}. `{STD} -fsyntax-only`, "
-          f"CPU time (user + sys), median of {args.rounds} interleaved rounds; lines of `-E` output.")
+    print(f"Compilers: {'; '.join(f'`{c}`: {v}' for c, v in versions.items())}. `{STD} -fsyntax-only` and "
+          f"`{STD} -O2 -c`, CPU time (user + sys), median of {args.rounds} interleaved rounds; lines of `-E` output.")
     print()
-    header = "| file |" + "".join(f" {c} CPU | ratio | {c} lines | ratio |" for c in args.compilers)
+    header = "| file |" + "".join(f" {c} CPU | ratio | {c} -O2 CPU | ratio | {c} lines | ratio |" for c in args.compilers)
     print(header)
-    print("| --- |" + " ---: | ---: | ---: | ---: |" * len(args.compilers))
+    print("| --- |" + " ---: | ---: | ---: | ---: | ---: | ---: |" * len(args.compilers))
     for i, (label, _, _) in enumerate(FILES):
         cells = []
         for c in args.compilers:
             cells.append(f"{statistics.median(cpu[c][i]) * 1000:.0f} ms")
             cells.append(f"{median_ratio(cpu[c][i], cpu[c][BASELINE]):.2f}x")
+            cells.append(f"{statistics.median(cpu_o2[c][i]) * 1000:.0f} ms")
+            cells.append(f"{median_ratio(cpu_o2[c][i], cpu_o2[c][BASELINE]):.2f}x")
             cells.append(f"{lines[c, i]:,}")
             cells.append(f"{lines[c, i] / lines[c, BASELINE]:.2f}x")
         print(f"| {label} | " + " | ".join(cells) + " |")

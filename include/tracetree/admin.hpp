@@ -187,6 +187,7 @@ inline const char* status_text(int status) {
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
+    case 507: return "Insufficient Storage";
     default: return "Error";
     }
 }
@@ -706,6 +707,25 @@ private:
     std::string kept_;
 };
 
+// What fits of a text in whole lines, and a last line that says what was cut.
+inline std::string cut_lines(BoundedBuffer& buffer, std::size_t limit, const char* what) {
+    std::string& out = buffer.text();
+    if (!buffer.overflowed()) return std::move(out);
+    const std::size_t line_end = out.rfind('\n');
+    out.resize(line_end == std::string::npos ? 0 : line_end + 1);
+    return std::move(out) + "Cut at " + std::to_string(limit) + " bytes (AdminOptions::max_body): " + what + " is " +
+           std::to_string(buffer.size()) + " bytes; the lines after these did not fit.\n";
+}
+
+// A document that is no use cut (JSON, SVG): whole, or a 507 that says how big it is (the server
+// cannot hold the representation within its limit; 413 would blame the request's body).
+inline std::string whole(BoundedBuffer& buffer, std::size_t limit, const char* what) {
+    if (buffer.overflowed())
+        refuse(507, std::string(what) + " is " + std::to_string(buffer.size()) + " bytes, above " + std::to_string(limit) +
+                        " (AdminOptions::max_body); format=text or folded answers with what fits");
+    return std::move(buffer.text());
+}
+
 }  // namespace admin
 }  // namespace detail
 
@@ -933,7 +953,9 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
             profile.threads.push_back(std::move(all));
         }
         const Profile& shown = profile;
-        std::ostringstream out;
+        // Held to max_body as a call's values are: the writers run whole, the buffer keeps what fits.
+        BoundedBuffer kept(options_.max_body);
+        std::ostream out(&kept);
         if (format == "svg" || format == "folded") {
             FlameGraphOptions svg;
             svg.thread_frames = threads;
@@ -941,15 +963,16 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
             folded.thread_frames = threads;
             if (format == "svg") write_flamegraph_svg(out, profile, svg);
             else write_folded(out, profile, folded);
-            return format == "svg" ? response("image/svg+xml", out.str()) : text(out.str());
+            return format == "svg" ? response("image/svg+xml", whole(kept, options_.max_body, "the flame graph"))
+                                   : text(cut_lines(kept, options_.max_body, "the folded stacks"));
         }
         if (format == "json") {
             tracetree::write_json(out, shown);
-            return response("application/json", out.str());
+            return response("application/json", whole(kept, options_.max_body, "the profile's JSON"));
         }
         if (format == "human") render_human(out, shown);
         else render(out, shown, RenderOptions().colour(Colour::never));
-        return answer(format, options_.prefix, "profile", out.str(), "");
+        return answer(format, options_.prefix, "profile", cut_lines(kept, options_.max_body, "the profile"), "");
     }
     if (endpoint == "timeline") {
         Reader{params, {}};
@@ -1108,7 +1131,7 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
     }
     if (outcome == Outcome::complete && !is_monitor)
         body += "Command execution times exceed limit: " + std::to_string(n) +
-                ", so command will exit. You can set it with -n option.\n";
+                ", so command will exit. You can set it with the n= parameter.\n";
     else if (outcome == Outcome::timed_out)
         body += "Timed out after " + number(seconds) + " s: " + what + ".\n";
     else if (outcome == Outcome::cancelled)
@@ -1174,18 +1197,33 @@ inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint
         json << ",\"pattern\":" << detail::views::json_string(recorder_pattern_) << ",\"min_cost_ns\":" << recorder_cost_.count()
              << ",\"recorded\":" << recorder_->recorded() << ",\"evicted\":" << recorder_->evicted();
     }
-    json << ",\"traces\":[";
-    for (std::size_t i = 0; i < kept.size(); ++i) {  // only the format asked
-        if (format != "json") {
-            render(text_out, kept[i], RenderOptions().colour(Colour::never));
-            continue;
+    // Only the format asked, and the traces that fit in max_body, oldest first.
+    BoundedBuffer values(options_.max_body);
+    std::ostream out(&values);
+    std::size_t shown = 0;
+    for (; shown < kept.size(); ++shown) {
+        const std::size_t before = values.size();
+        if (format == "json") {
+            out << (shown == 0 ? "\n" : ",\n");
+            write_json_value(out, kept[shown]);
+        } else {
+            render(out, kept[shown], RenderOptions().colour(Colour::never));
         }
-        json << (i == 0 ? "\n" : ",\n");
-        write_json_value(json, kept[i]);
+        if (!values.overflowed()) continue;
+        values.rewind(before);
+        break;
     }
-    json << "\n]}\n";
-    return format == "json" ? answer(format, options_.prefix, "flight recorder", "", json.str())
-                            : answer(format, options_.prefix, "flight recorder", text_out.str(), "");
+    const bool cut = shown < kept.size();
+    if (format == "json") {
+        json << (cut ? ",\"cut\":true,\"max_body\":" + std::to_string(options_.max_body) : std::string()) << ",\"traces\":["
+             << values.text() << "\n]}\n";
+        return answer(format, options_.prefix, "flight recorder", "", json.str());
+    }
+    text_out << values.text();
+    if (cut)
+        text_out << "Cut at " << options_.max_body << " bytes (AdminOptions::max_body): " << shown << " of " << kept.size()
+                 << " kept trace(s) shown; the next did not fit.\n";
+    return answer(format, options_.prefix, "flight recorder", text_out.str(), "");
 }
 
 inline std::string AdminHandler::index_page() {
@@ -1232,11 +1270,16 @@ inline std::string AdminHandler::index_page() {
     bool recorded = false;
     for (const ThreadProfile& thread : profile.threads) recorded = recorded || !thread.roots.empty();
     if (recorded) {
-        std::ostringstream svg;
-        write_flamegraph_svg(svg, profile);
-        std::string inline_svg = svg.str();
+        detail::admin::BoundedBuffer svg(options_.max_body);  // the page's one part that grows with the profile
+        std::ostream svg_out(&svg);
+        write_flamegraph_svg(svg_out, profile);
+        std::string& inline_svg = svg.text();
         if (inline_svg.compare(0, 5, "<?xml") == 0) inline_svg.erase(0, inline_svg.find('\n') + 1);
-        body << "<figure id=\"flamegraph\">" << inline_svg << "</figure>\n";
+        if (svg.overflowed())
+            body << "<p id=\"flamegraph\" class=\"note\">The flame graph is " << svg.size() << " bytes, more than "
+                 << options_.max_body << " (AdminOptions::max_body): not shown; the folded stacks answer with what fits.</p>\n";
+        else
+            body << "<figure id=\"flamegraph\">" << inline_svg << "</figure>\n";
     } else {
         body << "<p id=\"flamegraph\" class=\"note\">Nothing recorded yet.</p>\n";
     }

@@ -19,11 +19,13 @@
 #define TRACETREE_ADMIN_SERVER_HPP
 
 #include "admin.hpp"
+#include "detail/admin_socket.hpp"
 
 #include <arpa/inet.h>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
@@ -91,21 +93,6 @@ namespace detail {
 namespace admin {
 
 using ServerClock = std::chrono::steady_clock;
-
-// "a.b.c.d:port" or "[v6]:port" as accept() gave it, for AdminRequest::peer.
-inline std::string peer_text(const sockaddr_storage& address) {
-    char text[INET6_ADDRSTRLEN] = "";
-    if (address.ss_family == AF_INET) {
-        sockaddr_in v4;
-        std::memcpy(&v4, &address, sizeof v4);
-        ::inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
-        return std::string(text) + ':' + std::to_string(ntohs(v4.sin_port));
-    }
-    sockaddr_in6 v6;
-    std::memcpy(&v6, &address, sizeof v6);
-    ::inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
-    return '[' + std::string(text) + "]:" + std::to_string(ntohs(v6.sin6_port));
-}
 
 // The value of header `name` (lower case) in `head`, its lines after the request line; `count` is
 // how many times it occurs.
@@ -448,6 +435,76 @@ inline void AdminServer::drain(Connection& c) {
     ::close(c.fd);
     c.fd = -1;
 }
+
+namespace detail {
+namespace admin {
+
+// TRACETREE_ADMIN's value, to be read once when the recorder starts (never on a scope's path):
+//   ADDRESS[;token=TOKEN][;allowed_peers=CIDR,CIDR...]     e.g. 127.0.0.1:7746, or 0.0.0.0:7746;token=s3cret
+// starts an AdminServer there for the rest of the process and says where on `messages`; a bad value,
+// or an address outside loopback without a token or allowed_peers, starts nothing and says why. Null
+// or empty: nothing, silently. Returns the server, or null. Once one runs, later calls start none.
+inline AdminServer* start_admin_from_environment(const char* value, std::FILE* messages = stderr) {
+    if (value == nullptr || *value == '\0') return nullptr;
+    static std::mutex mutex;
+    static std::unique_ptr<AdminServer> server;  // stopped at exit, before the recorder it reads
+    std::string_view rest = value;
+    const std::string address(rest.substr(0, rest.find(';')));
+    const auto say = [&](const std::string& text) {  // the address only: a token is not for logs
+        if (messages != nullptr)
+            std::fputs(("tracetree: TRACETREE_ADMIN (" + views::plain_text(address) + "): " + text + "\n").c_str(), messages);
+    };
+    const auto refuse_start = [&](std::string why) {
+        if (why.compare(0, 11, "tracetree: ") == 0) why.erase(0, 11);
+        say(why + "; no admin listener started (TRACETREE_ADMIN=ADDRESS[;token=TOKEN][;allowed_peers=CIDR,CIDR...])");
+        return nullptr;
+    };
+    std::lock_guard<std::mutex> lock(mutex);
+    if (server) {
+        say("an admin listener runs already (port " + std::to_string(server->port()) + "); none started");
+        return nullptr;
+    }
+    AdminServerOptions options;
+    while (rest.find(';') != std::string_view::npos) {
+        rest.remove_prefix(rest.find(';') + 1);
+        const std::string_view item = rest.substr(0, rest.find(';'));
+        const std::size_t eq = item.find('=');
+        const std::string_view name = item.substr(0, eq), setting = eq == std::string_view::npos ? "" : item.substr(eq + 1);
+        if (name == "token" && !setting.empty()) {
+            options.admin.token = std::string(setting);
+        } else if (name == "allowed_peers" && !setting.empty()) {
+            for (std::string_view list = setting;; list.remove_prefix(list.find(',') + 1)) {
+                options.admin.allowed_peers.emplace_back(list.substr(0, list.find(',')));
+                if (list.find(',') == std::string_view::npos) break;
+            }
+        } else {
+            return refuse_start("'" + views::plain_text(name) + "' is not an option, or it has no value");
+        }
+    }
+    try {
+        server = std::make_unique<AdminServer>(address, std::move(options));
+    } catch (const std::exception& e) {
+        return refuse_start(e.what());
+    }
+    const bool v6 = address.find('[') != std::string::npos;
+    const std::string host = address.substr(0, v6 ? address.find(']') + 1 : address.rfind(':'));
+    say("admin listening on http://" + host + ':' + std::to_string(server->port()) + server->handler().prefix() + "/");
+    return server.get();
+}
+
+// TRACETREE_ADMIN, as the recorder read it when it started: the first copy of this header in the
+// process to load starts the listener (its code is here, so only programs that include this header).
+TRACETREE_DETAIL_LOCAL inline const bool g_admin_from_environment = [] {
+    try {
+        const std::string setting = take_admin_setting();
+        if (!setting.empty()) start_admin_from_environment(setting.c_str());
+    } catch (...) {  // no recorder: nothing to serve
+    }
+    return true;
+}();
+
+}  // namespace admin
+}  // namespace detail
 
 TRACETREE_END_NAMESPACE
 

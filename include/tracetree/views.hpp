@@ -53,6 +53,7 @@ struct FoldedOptions {
 // they appear only with FoldedValue::count). In names `;` becomes `,` and control characters `?`.
 void write_folded(std::ostream& out, const Trace& trace, const FoldedOptions& options = {});
 void write_folded(std::ostream& out, const Profile& profile, const FoldedOptions& options = {});
+void write_folded(std::ostream& out, const ThreadProfile& thread, const FoldedOptions& options = {});
 
 // ---- SVG flame graph: one self-contained file, no scripts ---------------------------------------
 
@@ -80,6 +81,7 @@ void write_chrome_trace(std::ostream& out, const Timeline& timeline);
 
 void write_json(std::ostream& out, const Trace& trace);
 void write_json(std::ostream& out, const Profile& profile);
+void write_json(std::ostream& out, const ThreadProfile& thread);  // a profile of that one thread
 
 // Malformed input: where, and what was expected.
 class JsonError : public std::invalid_argument {
@@ -111,12 +113,16 @@ struct DiffOptions {
 void render_diff(std::ostream& out, const Trace& before, const Trace& after, const DiffOptions& options = {});
 void render_diff(std::ostream& out, const Profile& before, const Profile& after, const DiffOptions& options = {});
 std::string diff_to_string(const Trace& before, const Trace& after, const DiffOptions& options = {});
+void render_diff(std::ostream& out, const ThreadProfile& before, const ThreadProfile& after, const DiffOptions& options = {});
 std::string diff_to_string(const Profile& before, const Profile& after, const DiffOptions& options = {});
+std::string diff_to_string(const ThreadProfile& before, const ThreadProfile& after, const DiffOptions& options = {});
 
 // Red: self time grew, blue: it shrank, grey: unchanged; the deeper the colour, the larger the change.
 void write_diff_flamegraph_svg(std::ostream& out, const Trace& before, const Trace& after,
                                const FlameGraphOptions& options = {});
 void write_diff_flamegraph_svg(std::ostream& out, const Profile& before, const Profile& after,
+                               const FlameGraphOptions& options = {});
+void write_diff_flamegraph_svg(std::ostream& out, const ThreadProfile& before, const ThreadProfile& after,
                                const FlameGraphOptions& options = {});
 
 // =================================================================================================
@@ -908,10 +914,13 @@ inline void write_folded(std::ostream& out, const Profile& profile, const Folded
         for (const Node& root : profile.merged().roots) detail::views::folded_lines(out, root, "", options.value);
         return;
     }
-    for (const ThreadProfile& thread : profile.threads) {
-        const std::string frame = detail::views::folded_frame(detail::views::thread_frame(thread.thread_name, thread.thread_id));
-        for (const Node& root : thread.roots) detail::views::folded_lines(out, root, frame, options.value);
-    }
+    for (const ThreadProfile& thread : profile.threads) write_folded(out, thread, options);
+}
+
+inline void write_folded(std::ostream& out, const ThreadProfile& thread, const FoldedOptions& options) {
+    const std::string frame =
+        options.thread_frames ? detail::views::folded_frame(detail::views::thread_frame(thread.thread_name, thread.thread_id)) : "";
+    for (const Node& root : thread.roots) detail::views::folded_lines(out, root, frame, options.value);
 }
 
 inline void write_flamegraph_svg(std::ostream& out, const Trace& trace, const FlameGraphOptions& options) {
@@ -1003,22 +1012,35 @@ inline void write_json(std::ostream& out, const Trace& trace) {
     out << "\n}\n";
 }
 
+namespace detail {
+namespace views {
+inline void write_thread(std::ostream& out, const ThreadProfile& thread) {
+    out << "{\"thread_name\":" << json_string(thread.thread_name)
+        << ",\"thread_id\":" << std::to_string(thread.thread_id) << ",\"exited\":" << (thread.exited ? "true" : "false")
+        << ",\"dropped_depth\":" << std::to_string(thread.dropped_depth)
+        << ",\"dropped_nodes\":" << std::to_string(thread.dropped_nodes) << ",\"roots\":[";
+    for (std::size_t i = 0; i < thread.roots.size(); ++i) {
+        if (i != 0) out << ',';
+        write_node(out, thread.roots[i], 1);
+    }
+    out << "]}";
+}
+}  // namespace views
+}  // namespace detail
+
 inline void write_json(std::ostream& out, const Profile& profile) {
-    using detail::views::json_string;
     out << "{\"format\":\"tracetree\",\"version\":1,\"kind\":\"profile\",\"taken_ns\":"
         << detail::views::time_ns(profile.taken) << ",\"threads\":[";
     for (std::size_t t = 0; t < profile.threads.size(); ++t) {
-        const ThreadProfile& thread = profile.threads[t];
-        out << (t == 0 ? "\n" : ",\n") << "{\"thread_name\":" << json_string(thread.thread_name)
-            << ",\"thread_id\":" << std::to_string(thread.thread_id) << ",\"exited\":" << (thread.exited ? "true" : "false")
-            << ",\"dropped_depth\":" << std::to_string(thread.dropped_depth)
-            << ",\"dropped_nodes\":" << std::to_string(thread.dropped_nodes) << ",\"roots\":[";
-        for (std::size_t i = 0; i < thread.roots.size(); ++i) {
-            if (i != 0) out << ',';
-            detail::views::write_node(out, thread.roots[i], 1);
-        }
-        out << "]}";
+        out << (t == 0 ? "\n" : ",\n");
+        detail::views::write_thread(out, profile.threads[t]);
     }
+    out << "\n]}\n";
+}
+
+inline void write_json(std::ostream& out, const ThreadProfile& thread) {  // no taken_ns: a thread has none (it reads as 0)
+    out << "{\"format\":\"tracetree\",\"version\":1,\"kind\":\"profile\",\"threads\":[\n";
+    detail::views::write_thread(out, thread);
     out << "\n]}\n";
 }
 
@@ -1084,8 +1106,11 @@ inline void render_diff(std::ostream& out, const Trace& before, const Trace& aft
 }
 
 inline void render_diff(std::ostream& out, const Profile& before, const Profile& after, const DiffOptions& options) {
-    const ThreadProfile b = before.merged(), a = after.merged();
-    detail::views::diff_forest(out, detail::views::diff_children(&b.roots, &a.roots), options);
+    render_diff(out, before.merged(), after.merged(), options);
+}
+
+inline void render_diff(std::ostream& out, const ThreadProfile& before, const ThreadProfile& after, const DiffOptions& options) {
+    detail::views::diff_forest(out, detail::views::diff_children(&before.roots, &after.roots), options);
 }
 
 inline std::string diff_to_string(const Trace& before, const Trace& after, const DiffOptions& options) {
@@ -1100,6 +1125,12 @@ inline std::string diff_to_string(const Profile& before, const Profile& after, c
     return out.str();
 }
 
+inline std::string diff_to_string(const ThreadProfile& before, const ThreadProfile& after, const DiffOptions& options) {
+    std::ostringstream out;
+    render_diff(out, before, after, options);
+    return out.str();
+}
+
 inline void write_diff_flamegraph_svg(std::ostream& out, const Trace& before, const Trace& after,
                                       const FlameGraphOptions& options) {
     const std::vector<Node> b{before.root}, a{after.root};
@@ -1108,8 +1139,12 @@ inline void write_diff_flamegraph_svg(std::ostream& out, const Trace& before, co
 
 inline void write_diff_flamegraph_svg(std::ostream& out, const Profile& before, const Profile& after,
                                       const FlameGraphOptions& options) {
-    const ThreadProfile b = before.merged(), a = after.merged();
-    detail::views::write_diff_svg(out, detail::views::diff_children(&b.roots, &a.roots), options);
+    write_diff_flamegraph_svg(out, before.merged(), after.merged(), options);
+}
+
+inline void write_diff_flamegraph_svg(std::ostream& out, const ThreadProfile& before, const ThreadProfile& after,
+                                      const FlameGraphOptions& options) {
+    detail::views::write_diff_svg(out, detail::views::diff_children(&before.roots, &after.roots), options);
 }
 
 TRACETREE_END_NAMESPACE

@@ -27,6 +27,10 @@ void work(int i) {
     TRACETREE_FUNCTION();
     leaf(i);
 }
+void deep(int depth) {  // a node per level: a profile whose every format exceeds 1 KiB
+    TRACETREE_FUNCTION();
+    if (depth > 0) deep(depth - 1);
+}
 }  // namespace admin_work
 
 namespace {
@@ -120,7 +124,7 @@ TEST_CASE("trace: Arthas text, JSON and a page, n invocations or the timeout") {
     CHECK(contains(traced.body, "`---ts="));
     CHECK(contains(traced.body, "] admin_work::work()\n"));
     CHECK(contains(traced.body, "admin_work::leaf() #"));
-    CHECK(contains(traced.body, "Command execution times exceed limit: 2, so command will exit."));
+    CHECK(contains(traced.body, "Command execution times exceed limit: 2, so command will exit. You can set it with the n= parameter.\n"));
 
     const AdminResponse json = while_waiting(handler, get("/trace?pattern=work&regex=1&format=json&timeout=60"),
                                              [] { admin_work::work(3); });
@@ -545,6 +549,47 @@ TEST_CASE("max_body: a call answers with the values that fit and says where it w
                         return bad;
                     }()),
                     std::invalid_argument);
+}
+
+TEST_CASE("max_body: the profile, the flight recorder and the page answer with what fits") {
+    tracetree::AdminOptions options;
+    options.max_body = 1024;
+    AdminHandler handler(options);
+    CHECK(handler.handle(post("/reset")).status == 200);
+    admin_work::deep(60);
+    // Not folded: its lines leave out frames whose self time rounds to 0 µs, so its size depends on speed.
+    for (const std::string query : {"", "?format=human", "?format=html"}) {
+        CAPTURE(query);
+        const AdminResponse response = handler.handle(get("/profile" + query));
+        CHECK(response.status == 200);
+        CHECK(response.body.size() <= 1024 + 1024);  // what fits, then the line that says so (escaped in a page)
+        CHECK(contains(response.body, "Cut at 1024 bytes (AdminOptions::max_body): the "));
+        CHECK(contains(response.body, " bytes; the lines after these did not fit.\n"));
+    }
+    CHECK(contains(handler.handle(get("/profile")).body, "admin_work::deep()"));  // the lines that fit
+    for (const std::string query : {"?format=json", "?format=svg"}) {  // no use cut: refused, with the size
+        CAPTURE(query);
+        const AdminResponse response = handler.handle(get("/profile" + query));
+        CHECK(response.status == 507);
+        CHECK(contains(response.body, " bytes, above 1024 (AdminOptions::max_body); format=text or folded answers with what fits"));
+    }
+    const AdminResponse page = handler.handle(get("/"));
+    CHECK(page.status == 200);
+    CHECK(contains(page.body, "(AdminOptions::max_body): not shown"));
+    CHECK_FALSE(contains(page.body, "<svg"));
+
+    CHECK(handler.handle(post("/recorder/start?pattern=admin_work::work&keep=10")).status == 200);
+    for (int i = 0; i < 10; ++i) admin_work::work(i);
+    const AdminResponse kept = handler.handle(get("/recorder"));
+    CHECK(contains(kept.body, "10 recorded, 10 kept"));
+    CHECK(contains(kept.body, "`---ts="));  // at least one fits, not all ten
+    CHECK(contains(kept.body, " of 10 kept trace(s) shown; the next did not fit.\n"));
+    CHECK(contains(kept.body, "Cut at 1024 bytes (AdminOptions::max_body): "));
+    const AdminResponse json = handler.handle(get("/recorder?format=json"));
+    CHECK(contains(json.body, ",\"cut\":true,\"max_body\":1024,\"traces\":[\n{"));
+    CHECK(json.body.size() <= 1024 + 256);
+    CHECK(handler.handle(post("/recorder/stop")).status == 200);
+    CHECK(handler.handle(post("/reset")).status == 200);
 }
 
 TEST_CASE("the index page escapes what it prints and mounts anywhere") {

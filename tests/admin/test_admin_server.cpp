@@ -5,8 +5,11 @@
 #include <tracetree/admin_server.hpp>
 #include <tracetree/tracetree.hpp>
 
+#include "client.hpp"
+
 #include <arpa/inet.h>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <netinet/in.h>
 #include <poll.h>
@@ -25,50 +28,6 @@ void served(int i) {
 namespace {
 
 using namespace std::chrono_literals;
-
-constexpr int kNoHangMs = 20000;
-
-struct Client {
-    int fd = -1;
-    explicit Client(int port) {
-        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_port = htons(static_cast<std::uint16_t>(port));
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    }
-    ~Client() { hang_up(); }
-    Client(const Client&) = delete;
-    Client& operator=(const Client&) = delete;
-
-    void send(const std::string& bytes) const {
-        REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
-    }
-    // Everything until the server closes; "(no close)" if it does not within the bound.
-    std::string read_all() const {
-        std::string out;
-        for (;;) {
-            pollfd p{fd, POLLIN, 0};
-            if (::poll(&p, 1, kNoHangMs) <= 0) return out + "(no close)";
-            char chunk[4096];
-            const ssize_t got = ::recv(fd, chunk, sizeof chunk, 0);
-            if (got <= 0) return out;
-            out.append(chunk, static_cast<std::size_t>(got));
-        }
-    }
-    void hang_up() {
-        if (fd >= 0) ::close(fd);
-        fd = -1;
-    }
-};
-
-std::string get(const std::string& target, int port) {
-    return "GET /debug/tracetree" + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n";
-}
-
-bool starts_with(const std::string& text, const std::string& prefix) { return text.compare(0, prefix.size(), prefix) == 0; }
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -199,4 +158,59 @@ TEST_CASE("AdminServer: listening outside loopback needs a token or allowed_peer
     }
     tracetree::AdminServer localhost("localhost:0");
     CHECK(localhost.port() > 0);
+}
+
+namespace {
+std::string messages_of(std::FILE* file) {  // what was written to `file`, which is then emptied
+    std::string out;
+    std::rewind(file);
+    for (int c = std::fgetc(file); c != EOF; c = std::fgetc(file)) out += static_cast<char>(c);
+    std::fclose(file);
+    return out;
+}
+}  // namespace
+
+TEST_CASE("TRACETREE_ADMIN: the value starts a listener for the process, or says why it does not") {
+    using tracetree::detail::admin::start_admin_from_environment;
+    CHECK(start_admin_from_environment(nullptr) == nullptr);  // unset or empty: nothing, silently
+    CHECK(start_admin_from_environment("") == nullptr);
+    struct Refused {
+        const char* value;
+        const char* message;
+    };
+    const Refused refused[] = {
+        {"0.0.0.0:0", "tracetree: TRACETREE_ADMIN (0.0.0.0:0): AdminServer: '0.0.0.0:0' is not a loopback address; "
+                      "listening there needs AdminOptions::token or AdminOptions::allowed_peers"},
+        {"[::]:0;token=", "tracetree: TRACETREE_ADMIN ([::]:0): 'token' is not an option, or it has no value"},
+        {"127.0.0.1:0;colour=red", "'colour' is not an option, or it has no value; no admin listener started"},
+        {"127.0.0.1:0;allowed_peers=10.0.0.0/33", "AdminOptions::allowed_peers holds addresses or networks in CIDR notation"},
+        {"127.0.0.1", "is not an address to listen on"},
+    };
+    for (const Refused& r : refused) {
+        CAPTURE(r.value);
+        std::FILE* messages = std::tmpfile();
+        REQUIRE(messages != nullptr);
+        CHECK(start_admin_from_environment(r.value, messages) == nullptr);
+        const std::string said = messages_of(messages);
+        CHECK(contains(said, r.message));
+        CHECK(contains(said, "; no admin listener started (TRACETREE_ADMIN=ADDRESS[;token=TOKEN][;allowed_peers=CIDR,CIDR...])\n"));
+    }
+
+    std::FILE* messages = std::tmpfile();
+    tracetree::AdminServer* server = start_admin_from_environment("127.0.0.1:0;token=s3cret;allowed_peers=10.0.0.0/8,fd00::/8", messages);
+    REQUIRE(server != nullptr);
+    const std::string said = messages_of(messages);
+    CHECK(said == "tracetree: TRACETREE_ADMIN (127.0.0.1:0): admin listening on http://127.0.0.1:" + std::to_string(server->port()) +
+                      "/debug/tracetree/\n");
+    CHECK_FALSE(contains(said, "s3cret"));
+    Client anonymous(server->port());  // the token was taken: a request without it is refused
+    anonymous.send(get("/profile", server->port()));
+    CHECK(starts_with(anonymous.read_all(), "HTTP/1.1 401 Unauthorized\r\n"));
+    Client with_token(server->port());
+    with_token.send("GET /debug/tracetree/profile HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer s3cret\r\n\r\n");
+    CHECK(starts_with(with_token.read_all(), "HTTP/1.1 200 OK\r\n"));
+
+    messages = std::tmpfile();
+    CHECK(start_admin_from_environment("127.0.0.1:0", messages) == nullptr);  // one per process
+    CHECK(contains(messages_of(messages), "an admin listener runs already (port " + std::to_string(server->port()) + "); none started\n"));
 }

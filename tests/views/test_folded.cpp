@@ -79,3 +79,35 @@ TEST_CASE("folded stacks survive any name: one frame per level, a number at the 
     CHECK(text.find("[thread \"name\"?\\ , tid=7];quote\"d \\back\\slash;ctrl????????? end;semi,colon,s and") !=
           std::string::npos);
 }
+
+TEST_CASE("every view takes a Trace, a Profile and a ThreadProfile alike") {
+    // profile().merged() is a ThreadProfile: the README's write_folded(out, profile().merged()) compiles,
+    // and a thread's view is its profile's, as if the profile held that thread alone.
+    const tracetree::Profile profile = samples::hostile_profile();
+    const tracetree::ThreadProfile merged = profile.merged();
+    tracetree::Profile alone;
+    alone.threads.push_back(merged);
+    const tracetree::Trace trace = samples::buggy_request();
+    const auto text = [](auto write) {
+        std::ostringstream out;
+        write(out);
+        return out.str();
+    };
+    CHECK(text([&](std::ostream& o) { tracetree::write_folded(o, merged); }) == folded(profile));
+    CHECK(text([&](std::ostream& o) { tracetree::write_folded(o, merged, {tracetree::FoldedValue::count, true}); }) ==
+          folded(alone, {tracetree::FoldedValue::count, true}));
+    CHECK(text([&](std::ostream& o) { tracetree::write_flamegraph_svg(o, merged); }) ==
+          text([&](std::ostream& o) { tracetree::write_flamegraph_svg(o, alone); }));
+    const tracetree::Profile loaded = tracetree::read_profile_json(text([&](std::ostream& o) { tracetree::write_json(o, merged); }));
+    REQUIRE(loaded.threads.size() == 1);
+    CHECK(loaded.threads[0].roots.size() == merged.roots.size());
+    CHECK(tracetree::diff_to_string(merged, tracetree::ThreadProfile{}) == tracetree::diff_to_string(profile, tracetree::Profile{}));
+    CHECK(text([&](std::ostream& o) { tracetree::write_diff_flamegraph_svg(o, merged, tracetree::ThreadProfile{}); }) ==
+          text([&](std::ostream& o) { tracetree::write_diff_flamegraph_svg(o, profile, tracetree::Profile{}); }));
+    CHECK_FALSE(tracetree::to_string(merged).empty());  // render and to_string took a ThreadProfile already
+    // The same calls with a Trace, so that none of the three is left out of a view.
+    CHECK_FALSE(text([&](std::ostream& o) { tracetree::write_folded(o, trace); }).empty());
+    CHECK_FALSE(text([&](std::ostream& o) { tracetree::write_json(o, trace); }).empty());
+    CHECK_FALSE(text([&](std::ostream& o) { tracetree::render_human(o, merged); }).empty());
+    CHECK_FALSE(tracetree::diff_to_string(trace, samples::fixed_request()).empty());
+}

@@ -35,6 +35,8 @@ TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
     return as_runtime(chosen);
 }
 
+TRACETREE_DETAIL_RUNTIME_API std::string take_admin_setting() { return runtime().take_admin_setting(); }
+
 // Files that control tracing start the recorder before main, so that it records from the start.
 TRACETREE_DETAIL_LOCAL inline const bool g_runtime_started = [] {
     try {

@@ -206,8 +206,7 @@ struct DynamicLink {
 // A tree's child index: open addressing over (parent index, site) -> child index; 0 is an empty slot.
 inline std::uint32_t child_slot(std::uint32_t parent, const SiteInfo* info, std::uint32_t mask) noexcept {
     const std::uint64_t key = reinterpret_cast<std::uintptr_t>(info) ^ (std::uint64_t{parent} << 40);
-    const std::uint64_t mixed = key * 0x9E3779B97F4A7C15u;
-    return static_cast<std::uint32_t>(mixed ^ (mixed >> 32)) & mask;
+    return static_cast<std::uint32_t>((key * 0x9E3779B97F4A7C15u) >> 40) & mask;
 }
 inline std::uint32_t find_child(NodeRecord* const* chunks, const std::uint32_t* slots, std::uint32_t mask,
                                 std::uint32_t parent, const SiteInfo* info) noexcept {

@@ -23,6 +23,7 @@
 #include "tree.hpp"
 
 #include <algorithm>  // std::any_of, std::find
+#include <cstdlib>    // std::getenv: TRACETREE_ADMIN, read once when the recorder starts
 #include <mutex>
 #include <optional>
 #include <sstream>    // TRACETREE_WATCH values printed with operator<<
@@ -37,7 +38,8 @@ class RuntimeImpl : public Recorder {
 public:
     // `throw_hook`: why throws are not seen, or empty (detail/throw_hook.hpp, check_throw_hook()).
     explicit RuntimeImpl(std::string throw_hook)
-        : throw_hook_(std::move(throw_hook)), module_(module_of(reinterpret_cast<void*>(&install_fork_handlers))) {
+        : throw_hook_(std::move(throw_hook)), module_(module_of(reinterpret_cast<void*>(&install_fork_handlers))),
+          admin_setting_(environment("TRACETREE_ADMIN")) {
         if (pthread_key_create(&thread_key_, [](void* state) {
                 auto* thread = static_cast<ThreadState*>(state);
                 static_cast<RuntimeImpl*>(thread->arena.recorder)->threads_.retire(*thread);
@@ -306,6 +308,9 @@ public:
         return arena != nullptr ? &ThreadState::of(*arena) : nullptr;
     }
 
+    // TRACETREE_ADMIN as it was when the recorder started, to the first copy that asks; then empty.
+    std::string take_admin_setting() { return admin_setting_taken_.exchange(true) ? std::string() : admin_setting_; }
+
     RecorderInfo info() {
         RecorderInfo result;
         result.version = std::to_string(TRACETREE_VERSION_MAJOR) + "." + std::to_string(TRACETREE_VERSION_MINOR) + "." +
@@ -448,6 +453,14 @@ private:
     pthread_key_t thread_key_{};
     const std::string throw_hook_;  // why this process's throws are not recorded; empty: they are
     const std::string module_;      // the executable or library whose copy made this runtime
+    // TRACETREE_ADMIN when the recorder started, the only time it is read (admin_server.hpp starts it).
+    const std::string admin_setting_;
+    std::atomic<bool> admin_setting_taken_{false};
+
+    static std::string environment(const char* name) {
+        const char* value = std::getenv(name);
+        return value != nullptr ? value : "";
+    }
 };
 
 }  // namespace detail

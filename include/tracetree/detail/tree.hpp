@@ -31,6 +31,13 @@ class ChunkPool {
 public:
     static constexpr std::size_t kSpare = 256;  // 65,536 nodes, 4 MiB: a default thread's whole tree
 
+    ChunkPool() = default;
+    ChunkPool(const ChunkPool&) = delete;
+    ChunkPool& operator=(const ChunkPool&) = delete;
+    ~ChunkPool() {  // the recorder's lives for ever; a test's goes with its trees
+        for (NodeRecord* chunk : spare_) delete[] chunk;
+    }
+
     // A chunk within the node budget, or null.
     NodeRecord* take() noexcept {
         if (nodes.fetch_add(kChunkMask + 1) + kChunkMask + 1 > max_total_nodes.load()) {
