@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The README's first example is examples/quickstart.cpp, and the output shown under it is what the
 program prints today, up to the numbers (times, dates, ids) that differ from run to run."""
+import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -20,7 +22,9 @@ def shape(text):
     return re.sub(r"\d+(\.\d+)?(E-?\d+)?", "N", text).strip()
 
 
-printed = subprocess.run([program], capture_output=True, text=True, check=True).stdout
+# A cross build's program runs under meson's exe wrapper (tests/cross: qemu-aarch64).
+wrapper = shlex.split(os.environ.get("MESON_EXE_WRAPPER", ""))
+printed = subprocess.run(wrapper + [program], capture_output=True, text=True, check=True).stdout
 if shape(printed) != shape(shown_output):
     failures.append("README's output sample no longer matches what the example prints:\n" + printed)
 for failure in failures:

@@ -18,6 +18,8 @@
 #ifndef TRACETREE_CONTROL_HPP
 #define TRACETREE_CONTROL_HPP
 
+#include "detail/platform.hpp"  // first: a platform without what the recorder needs gets an #error saying so
+
 #if defined(TRACETREE_RUNTIME_IMPLEMENTATION)  // the one file: definitions the others link to
 #define TRACETREE_DETAIL_RUNTIME_HERE 1
 #define TRACETREE_DETAIL_RUNTIME_API

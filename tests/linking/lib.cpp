@@ -28,4 +28,6 @@ LIB_API void LIB_FN(work)(int throw_once) {
 LIB_API long long LIB_FN(throws)(const char* scope) { return probe_throws(scope); }
 LIB_API long long LIB_FN(count)(const char* name) { return probe_count(name); }
 LIB_API void LIB_FN(dump)() { probe_dump(); }
+LIB_API int LIB_FN(throw_hook)() { return probe_throw_hook(); }
+LIB_API void LIB_FN(others)(char* out, unsigned long size) { probe_others(out, size); }
 #endif

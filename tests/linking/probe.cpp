@@ -115,6 +115,12 @@ PROBE_API void PROBE_FN(throw_hook_note)(char* note, unsigned long size) {
     std::snprintf(note, size, "%s", text.c_str());
 }
 
+PROBE_API void PROBE_FN(others)(char* out, unsigned long size) {
+    std::string joined;
+    for (const auto& other : tracetree::recorder_info().others) joined += (joined.empty() ? "" : " ") + other;
+    std::snprintf(out, size, "%s", joined.c_str());
+}
+
 PROBE_API void PROBE_FN(dump)() {
     std::fflush(stdout);  // the caller's FAIL line first, should the dump crash (case abi, before the redesign)
     std::fprintf(stderr, "profile of copy %s (recorder in %s):\n", PROBE_STR(PROBE), tracetree::recorder_info().module.c_str());

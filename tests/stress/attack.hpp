@@ -28,6 +28,16 @@ inline constexpr bool kSanitized = false;
 inline constexpr bool kSanitized = false;
 #endif
 
+// Built to run under an emulator (tests/cross: qemu-aarch64, which emulates every instruction and
+// whose own memory is resident in the process too).
+#if defined(TRACETREE_TEST_EMULATED)
+inline constexpr bool kEmulated = true;
+#else
+inline constexpr bool kEmulated = false;
+#endif
+// Fewer threads and rounds where every instruction costs many (sanitizers, emulators).
+inline constexpr bool kShort = kSanitized || kEmulated;
+
 inline constexpr std::int64_t kKiB = 1024, kMiB = 1024 * 1024;
 // Limits::max_name_length's default: longer run-time names are cut.
 inline constexpr std::size_t kNameSize = 1024;

@@ -4,7 +4,9 @@ tree and the Chrome trace) and xml.etree (the SVG flame graphs), and checks name
 
 Usage: check_outputs.py VIEWS-DUMP"""
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -41,7 +43,8 @@ def node_names(node, out):
 def main():
     dump = sys.argv[1]
     with tempfile.TemporaryDirectory() as d:
-        subprocess.run([dump, d], check=True)
+        # A cross build's program runs under meson's exe wrapper (tests/cross: qemu-aarch64).
+        subprocess.run(shlex.split(os.environ.get("MESON_EXE_WRAPPER", "")) + [dump, d], check=True)
         with open(d + "/names.hex") as f:
             raw = [bytes.fromhex(line) for line in f.read().split("\n")[:-1]]
         # The writers replace each byte that starts no valid UTF-8 sequence with U+FFFD, as Python does.

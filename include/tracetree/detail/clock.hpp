@@ -1,6 +1,6 @@
 // tracetree clock: ticks as nanoseconds. SPDX-License-Identifier: MIT
 //
-// Scopes count ticks (recorder.hpp's ticks(): the time-stamp counter where there is one); they become
+// Scopes count ticks (recorder.hpp's ticks(): the x86-64 or aarch64 counter where there is one); they become
 // nanoseconds only when something is read out, against a ratio measured as the process runs. A test
 // may replace the clock (set_clock): its readings are nanoseconds already.
 #ifndef TRACETREE_DETAIL_CLOCK_HPP
@@ -32,7 +32,10 @@ public:
     // 2^28 ticks (about 0.1 s), which keeps a clock read off every capture's end.
     double ns_per_tick() const noexcept {
         if (test_.load(std::memory_order_relaxed) != nullptr) return 1.0;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(TRACETREE_DETAIL_COUNTER)
+#if defined(__aarch64__)  // the counter's frequency is known (measured only where the firmware left it 0)
+        if (const std::uint64_t hz = counter_frequency()) return 1e9 / static_cast<double>(hz);
+#endif
         const std::uint64_t now_tick = ticks();
         if (now_tick - ratio_tick_.load(std::memory_order_relaxed) < (std::uint64_t{1} << 28))
             return ratio_.load(std::memory_order_relaxed);

@@ -6,12 +6,12 @@
 #ifndef TRACETREE_DETAIL_PROCESS_HPP
 #define TRACETREE_DETAIL_PROCESS_HPP
 
+#include "exception_types.hpp"  // catches(): what a thrown object is, libstdc++ or libc++abi
 #include "recorder.hpp"  // the namespace; the anchors (anchor.hpp)
 #include "../values.hpp"  // RecorderInfo
 
 #include <algorithm>  // std::sort, std::unique
 #include <atomic>
-#include <cstring>    // std::strcmp
 #include <exception>  // std::exception: a throw's what()
 #include <optional>
 #include <string>
@@ -24,13 +24,6 @@
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
-
-#if defined(__GLIBCXX__)
-// libstdc++'s type_info objects of two exceptions, by their Itanium ABI names and with their real
-// types (typeid needs RTTI, which a file with control code may be built without).
-extern const abi::__si_class_type_info bad_alloc_type_info __asm__("_ZTISt9bad_alloc");
-extern const abi::__class_type_info exception_type_info __asm__("_ZTISt9exception");
-#endif
 
 inline const unsigned int* uncaught_counter() noexcept {
     // The Itanium C++ ABI (2.2.2) lays the per-thread exception globals out as the caught-exception
@@ -53,26 +46,12 @@ inline std::string type_name(const std::type_info* type) {
 // throw it while holding locks (the site table's, a thread's, the chunk pool's) that recording it
 // would take again. The scopes it leaves still count their calls as left by an exception.
 inline bool out_of_memory(void* object, const std::type_info* type) noexcept {
-    if (type == nullptr) return false;
-#if defined(__GLIBCXX__)
-    void* adjusted = object;
-    return static_cast<const std::type_info&>(bad_alloc_type_info).__do_catch(type, &adjusted, 1);
-#else
-    (void)object;
-    return std::strcmp(type->name(), "St9bad_alloc") == 0;
-#endif
+    return type != nullptr && catches(bad_alloc_type_info, type, object);
 }
-// what() when the thrown type derives from std::exception: the check a `catch (std::exception&)`
-// makes, through the type_info interface libstdc++ exposes.
+// what() when the thrown type derives from std::exception: the check a `catch (std::exception&)` makes.
 inline std::optional<std::string> what(void* object, const std::type_info* type) {
-#if defined(__GLIBCXX__)
-    void* adjusted = object;
-    if (static_cast<const std::type_info&>(exception_type_info).__do_catch(type, &adjusted, 1))
-        return std::string(static_cast<const std::exception*>(adjusted)->what());
-#else
-    (void)object;
-    (void)type;
-#endif
+    if (type != nullptr && catches(exception_type_info, type, object))
+        return std::string(static_cast<const std::exception*>(object)->what());
     return std::nullopt;
 }
 

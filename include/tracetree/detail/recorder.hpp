@@ -16,8 +16,12 @@
 #include <cstdint>      // fixed-width counters
 #include <iosfwd>       // std::ostream, declared only: TRACETREE_WATCH of a type printed with operator<<
 #include <type_traits>  // TRACETREE_WATCH picks a formatter by type
-#if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)))
-#include <time.h>  // clock_gettime where there is no time-stamp counter
+#if (defined(__x86_64__) || defined(__aarch64__)) && (defined(__GNUC__) || defined(__clang__))
+#define TRACETREE_DETAIL_COUNTER 1  // ticks() reads a counter; the runtime converts its ticks to nanoseconds
+#elif defined(__unix__) || defined(__APPLE__)
+#include <time.h>  // clock_gettime where there is no counter to read
+#else
+#error "tracetree: no clock: ticks() reads the x86-64 or aarch64 counter (g++, clang++) or POSIX clock_gettime"
 #endif
 
 
@@ -27,18 +31,34 @@ TRACETREE_BEGIN_NAMESPACE
 namespace detail {
 
 // ---- the clock ------------------------------------------------------------------------------
-// Ticks: the time-stamp counter where there is one (converted to nanoseconds only when a snapshot
-// is taken), else monotonic nanoseconds. Fixed per platform, so every copy in a process agrees.
+// Ticks: the time-stamp counter on x86-64, the virtual counter on aarch64 (converted to nanoseconds
+// only when a snapshot is taken), else monotonic nanoseconds. Fixed per platform, so every copy in a
+// process agrees.
 
 TRACETREE_DETAIL_INLINE std::uint64_t ticks() noexcept {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(TRACETREE_DETAIL_COUNTER) && defined(__x86_64__)
     return __builtin_ia32_rdtsc();
+#elif defined(TRACETREE_DETAIL_COUNTER)
+    // Without the isb the counter may be read before earlier instructions have finished (the Arm ARM
+    // lets the read run ahead), so a scope's end could be read inside its body.
+    std::uint64_t count;
+    __asm__ __volatile__("isb\n\tmrs %0, cntvct_el0" : "=r"(count) : : "memory");
+    return count;
 #else
     timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return static_cast<std::uint64_t>(now.tv_sec) * 1000000000u + static_cast<std::uint64_t>(now.tv_nsec);
 #endif
 }
+
+#if defined(TRACETREE_DETAIL_COUNTER) && defined(__aarch64__)
+// The virtual counter's frequency in Hz, set by the firmware at boot (0 where it forgot).
+inline std::uint64_t counter_frequency() noexcept {
+    std::uint64_t hz;
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(hz));
+    return hz;
+}
+#endif
 
 // ---- call sites -----------------------------------------------------------------------------
 

@@ -243,7 +243,10 @@ private:
         slots_[slot] = index;
     }
     void rehash(std::size_t size) {
-        slots_.assign(size, 0);
+        // Allocated before the old index is let go: libc++'s assign() frees it first, so a failed
+        // allocation left the arena reading freed slots (found by the out-of-memory test with libc++).
+        std::vector<std::uint32_t> grown(size, 0);
+        slots_.swap(grown);
         for (std::uint32_t i = 1, n = size_.load(std::memory_order_relaxed); i < n; ++i) insert_slot(i);
     }
     std::uint32_t nearest_folded(std::uint32_t index) const noexcept {

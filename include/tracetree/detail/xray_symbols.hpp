@@ -8,6 +8,7 @@
 #ifndef TRACETREE_DETAIL_XRAY_SYMBOLS_HPP
 #define TRACETREE_DETAIL_XRAY_SYMBOLS_HPP
 
+#include "platform.hpp"  // first: Linux (ELF) only
 #include "recorder.hpp"  // Site: a TRACETREE_FUNCTION() site found in the table
 
 #include <algorithm>  // std::sort, std::lower_bound
