@@ -361,7 +361,8 @@ NameRef name_ref(const Text& text) noexcept {
 
 class Scope {
 public:
-    TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept {
+    // Every field set: in registers, as they are here, the compiler checks each path for them.
+    TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept : arena_(nullptr), start_(0), uncaught_(0), slow_(0) {
         Arena* arena = tls_arena();
         if (arena == nullptr && (arena = join_thread()) == nullptr) return;
         begin(*arena, &site, site.info.load(std::memory_order_acquire));
@@ -385,7 +386,10 @@ public:
             arena_->leave(node_, ticks() - start_, uncaught_);
             return;
         }
-        arena_->recorder->end(*this);
+        Scope ending;
+        ending.take(*this);
+        ending.arena_->recorder->end(ending);
+        ending.node_ = nullptr;
     }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
@@ -399,6 +403,14 @@ public:
 
 private:
     friend class RuntimeImpl;  // its slow paths fill these and read them at the end
+
+    // The runtime's slow paths get a copy, never this object: once its address escaped, the compiler
+    // would keep its fields in memory on the fast path too (a store and a load each, per scope).
+    Scope() noexcept : arena_(nullptr), start_(0), uncaught_(0), slow_(0) {}
+    void take(Scope& from) noexcept {
+        node_ = from.node_, arena_ = from.arena_, start_ = from.start_, uncaught_ = from.uncaught_, slow_ = from.slow_;
+        from.node_ = nullptr;
+    }
 
     // Filled by begin() here or by the runtime's slow path; read by the runtime's end().
     NodeRecord* node_ = nullptr;  // null: not recorded, and nothing below is read
@@ -423,7 +435,10 @@ private:
             start_ = ticks();
             return;
         }
-        if ((flags & kRecording) != 0) arena.recorder->begin(*this, arena, site, info);
+        if ((flags & kRecording) == 0) return;
+        Scope filled;
+        arena.recorder->begin(filled, arena, site, info);
+        take(filled);
     }
 
     // A name seen on this thread is found in its table: no allocation, no call. A new one goes to the
