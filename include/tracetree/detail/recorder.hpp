@@ -242,6 +242,7 @@ struct Arena {
     // after it); anything else is one probe of the tree's child index.
     TRACETREE_DETAIL_INLINE NodeRecord* enter(Site* site, const SiteInfo* info) noexcept {
         if (depth >= depth_limit.load(std::memory_order_relaxed)) return enter_limited(site, info);
+        ++depth;  // here, not beside cur_index: g++ would pack the two stores through a vector register
         std::uint32_t index = cur->hint;
         NodeRecord* node = at(index);
         if (node->site != info) {
@@ -249,14 +250,13 @@ struct Arena {
             node = at(index);
             if (node->site != info) {
                 index = find(cur_index, info);
-                if (index == 0) return add(site, info);
+                if (index == 0) return --depth, add(site, info);
                 node = at(index);
             }
             cur->hint = index;
         }
         cur = node;
         cur_index = index;
-        ++depth;
         return node;
     }
 
@@ -278,14 +278,19 @@ struct Arena {
     }
 
     TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
+        leave(node, elapsed, *uncaught > uncaught_at_entry);
+    }
+    // Apart from the counters, nothing waits for the clock: the caller reads the exception count
+    // before it. Depth first, as in enter().
+    TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, std::uint64_t elapsed, bool threw) noexcept {
+        --depth;
         bump(node->count);
         bump(node->total, elapsed);
         if (elapsed < node->min.load(std::memory_order_relaxed)) node->min.store(elapsed, std::memory_order_relaxed);
         if (elapsed > node->max.load(std::memory_order_relaxed)) node->max.store(elapsed, std::memory_order_relaxed);
-        if (*uncaught > uncaught_at_entry) bump_saturating(node->throws);
+        if (threw) bump_saturating(node->throws);
         cur_index = node->parent;
         cur = at(cur_index);
-        --depth;
     }
 
     std::uint32_t find(std::uint32_t parent, const SiteInfo* info) const noexcept {
@@ -383,7 +388,8 @@ public:
     TRACETREE_DETAIL_INLINE ~Scope() {
         if (node_ == nullptr) return;
         if (TRACETREE_DETAIL_LIKELY(slow_ == 0)) {
-            arena_->leave(node_, ticks() - start_, uncaught_);
+            const bool threw = *arena_->uncaught > uncaught_;
+            arena_->leave(node_, ticks() - start_, threw);
             return;
         }
         Scope ending;
