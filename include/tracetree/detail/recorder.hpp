@@ -392,10 +392,7 @@ public:
             arena_->leave(node_, ticks() - start_, threw);
             return;
         }
-        Scope ending;
-        ending.take(*this);
-        ending.arena_->recorder->end(ending);
-        ending.node_ = nullptr;
+        end_slow(node_, arena_, start_, uncaught_, slow_);
     }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
@@ -416,6 +413,14 @@ private:
     void take(Scope& from) noexcept {
         node_ = from.node_, arena_ = from.arena_, start_ = from.start_, uncaught_ = from.uncaught_, slow_ = from.slow_;
         from.node_ = nullptr;
+    }
+    // Out of line, so that ~Scope does not contain a Scope's destruction (clang++ would not inline it).
+    TRACETREE_DETAIL_COLD static void end_slow(NodeRecord* node, Arena* arena, std::uint64_t start, unsigned int uncaught,
+                                               std::uint8_t slow) noexcept {
+        Scope ending;
+        ending.node_ = node, ending.arena_ = arena, ending.start_ = start, ending.uncaught_ = uncaught, ending.slow_ = slow;
+        arena->recorder->end(ending);
+        ending.node_ = nullptr;
     }
 
     // Filled by begin() here or by the runtime's slow path; read by the runtime's end().
