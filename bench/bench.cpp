@@ -137,11 +137,30 @@ std::vector<Case> invocation_cases() {
     };
 }
 
-// Kernels that are no row of their own (the "without" side of an invocation row).
-struct Named {
-    const char* name;
-    Kernel run;
+// spall's twins of the rows issue 26 compares (bench/spall_peer.cpp), each beside its tracetree row.
+struct Twin {
+    const char* label;
+    const char* tracetree;  // the tracetree row's kernel
+    const char* spall;
 };
+const Twin kTwins[] = {
+    {"nested pair (1,024 per invocation)", "nested", "spall-nested"},
+    {"fib(20)", "fib", "spall-fib"},
+    {"20 sibling sites, in order", "siblings-20-in-order", "spall-siblings-20"},
+    {"200 sibling sites, in order", "siblings-200-in-order", "spall-siblings-200"},
+    {"run-time names, 50 distinct", "dynamic-50", "spall-dynamic-50"},
+    {"two threads (one timed)", "two-threads", "spall-two-threads"},
+};
+std::vector<Case> peer_cases() {
+    std::vector<Case> cases;
+#ifdef TRACETREE_BENCH_SPALL
+    for (std::size_t i = 0; i < kSpallKernelCount; ++i)
+        cases.emplace_back(kSpallKernels[i].name, kSpallKernels[i].name, kSpallKernels[i].run, kScopes);
+#endif
+    return cases;
+}
+
+// Kernels that are no row of their own (the "without" side of an invocation row).
 const Named kOtherKernels[] = {
     {"invocation", kernel_invocation},
     {"two-watches", kernel_two_watches},
@@ -279,9 +298,10 @@ int timing_mode(int rounds) {
     // For comparison: the same small tree while its thread waits, so nothing writes what the snapshot reads.
     const Snapshots parked = snapshots(kSmallTree, static_cast<std::uint64_t>(small_count), false);
 
-    std::vector<Case> scopes = scope_cases(), invocations = invocation_cases();
+    std::vector<Case> scopes = scope_cases(), invocations = invocation_cases(), peers = peer_cases();
     std::vector<Case*> all;
     for (Case& c : scopes) all.push_back(&c);
+    for (Case& c : peers) all.push_back(&c);
     for (Case& c : invocations) all.push_back(&c);
     for (Case* c : all) {  // warm-up: nodes, names, sessions' buffers exist afterwards
         Timer unused;
@@ -302,6 +322,9 @@ int timing_mode(int rounds) {
     const tracetree::Profile p = tracetree::profile();
     check_scopes(p);
     check_snapshots(p);
+#ifdef TRACETREE_BENCH_SPALL
+    check_spall();
+#endif
 
     // ---- per scope ----
     const Case& tsc = find_case(scopes, "tsc-pair");
@@ -313,6 +336,17 @@ int timing_mode(int rounds) {
         if (c.versus != nullptr) versus = ratio_cell(ratio(c, find_case(scopes, c.versus))) + " " + c.versus;
         std::printf("| %s | %s | %s .. %s | %s | %s |\n", c.label, ns_cell(s.median).c_str(), ns_cell(s.p25).c_str(),
                     ns_cell(s.p75).c_str(), ratio_cell(ratio(c, tsc)).c_str(), versus.c_str());
+    }
+    if (!peers.empty()) {
+        std::printf("\n| against spall, same rounds (per scope, vs two clock reads) | tracetree | spall | difference |\n");
+        std::printf("| --- | ---: | ---: | ---: |\n");
+        for (const Twin& twin : kTwins) {
+            const double ours = ratio(find_case(scopes, twin.tracetree), tsc), theirs = ratio(find_case(peers, twin.spall), tsc);
+            std::printf("| %s | %s | %s | %+.2f |\n", twin.label, ratio_cell(ours).c_str(), ratio_cell(theirs).c_str(),
+                        ours - theirs);
+        }
+    } else {
+        std::printf("\n(spall: ../shared/peers/spall/spall.h was not found when this was built: no peer in this run.)\n");
     }
     std::printf("\n| per invocation (medians) | with the session | p25 .. p75 | without | the session's cost (per-round differences) |\n");
     std::printf("| --- | ---: | ---: | ---: | ---: |\n");
@@ -384,6 +418,15 @@ int timing_mode(int rounds) {
               "render-10k");
     t.at_most("`render()` <= 250 ns per node (thread CPU time), 111,111 nodes", large.render_cpu_per_node, 250,
               ns_cell, "render-100k");
+    // Issue 26: as close to the floor as the lowest-overhead peer, measured in the same rounds.
+    for (const Twin& twin : kTwins) {
+        if (peers.empty()) break;
+        const double ours = vs_tsc(twin.tracetree), theirs = ratio(find_case(peers, twin.spall), tsc);
+        if (twin.spall == std::string("spall-nested") || twin.spall == std::string("spall-fib") ||
+            twin.spall == std::string("spall-two-threads"))
+            t.row(std::string(twin.label) + " within 0.05 of spall's ratio",
+                  ratio_cell(ours) + " vs " + ratio_cell(theirs), ours <= theirs + 0.05, twin.tracetree);
+    }
     const std::size_t node_bytes = sizeof(tracetree::detail::NodeRecord);
     t.row("bytes per node <= 64", std::to_string(node_bytes), node_bytes <= 64);
     t.row("one node per call site", std::to_string(m.nodes_after_one) + " nodes for " + std::to_string(m.sites) + " sites",
@@ -418,6 +461,10 @@ int kernel_mode(const std::string& name, std::uint64_t n) {
                 if (name == c.kernel) kernel = c.run;
         for (const Named& other : kOtherKernels)
             if (name == other.name) kernel = other.run;
+#ifdef TRACETREE_BENCH_SPALL
+        for (std::size_t i = 0; i < kSpallKernelCount; ++i)
+            if (name == kSpallKernels[i].name) kernel = kSpallKernels[i].run;
+#endif
         if (kernel == nullptr) {
             std::fprintf(stderr, "bench: no kernel %s\n", name.c_str());
             return 2;
@@ -428,6 +475,9 @@ int kernel_mode(const std::string& name, std::uint64_t n) {
     const tracetree::Profile p = tracetree::profile();
     check_scopes(p);
     check_snapshots(p);
+#ifdef TRACETREE_BENCH_SPALL
+    check_spall();
+#endif
     std::printf("ops %.6f\n", ops);
     return all_checks_passed() ? 0 : 1;
 }

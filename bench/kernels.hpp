@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct Timer {
 };
 std::uint64_t thread_cpu_ns();  // CPU time of the calling thread: what a snapshot costs its caller, whatever the load
 using Kernel = std::uint64_t (*)(std::uint64_t n, Timer& timer);
+struct Named {
+    const char* name;
+    Kernel run;
+};
 
 // Prints what failed and remembers it: the benchmark's exit status is 1 after any failed check.
 bool check(bool ok, const std::string& what);
@@ -109,6 +114,12 @@ std::uint64_t kernel_dynamic_5000(std::uint64_t n, Timer& timer);  // 5,000 dist
 std::uint64_t kernel_name_reads_50(std::uint64_t n, Timer& timer);    // the same names read, two clock reads, no scope
 std::uint64_t kernel_name_reads_5000(std::uint64_t n, Timer& timer);
 std::uint64_t kernel_with_watch(std::uint64_t n, Timer& timer);    // a scope with TRACETREE_WATCH, unwatched
+// The 50 run-time names and the order in which a pass picks them (for spall_peer.cpp's twin).
+struct NamePicks {
+    const std::vector<std::string>& names;
+    const std::vector<std::uint32_t>& order;
+};
+NamePicks name_picks_50();
 std::uint64_t kernel_nested(std::uint64_t n, Timer& timer);        // scopes nested 1,024 to an invocation
 std::uint64_t kernel_invocation(std::uint64_t n, Timer& timer);    // 20-node invocations, unwatched
 std::uint64_t kernel_invocation_10us(std::uint64_t n, Timer& timer);
@@ -166,6 +177,14 @@ SnapshotRun run_snapshots(std::uint64_t nodes, std::uint64_t profiles, std::uint
 std::uint64_t snapshot_limit();  // the max_nodes a thread needs for the large tree
 
 bool check_snapshots(const tracetree::Profile& profile);
+
+// ---- spall_peer.cpp, built when ../shared/peers/spall/spall.h is present (TRACETREE_BENCH_SPALL) ----
+
+// The twins of the rows issue 26 compares, as spall records them: "spall-nested", "spall-fib",
+// "spall-siblings-20", "spall-siblings-200", "spall-dynamic-50", "spall-two-threads".
+extern const Named kSpallKernels[];
+extern const std::size_t kSpallKernelCount;
+bool check_spall();
 
 // ---- a profile lookup shared by the checks ------------------------------------------------------
 

@@ -201,6 +201,7 @@ std::uint64_t kernel_dynamic_5000(std::uint64_t n, Timer& timer) {
     TRACETREE_SCOPE("bench.dynamic.5000");
     return run_dynamic(names_5000(), n, timer);
 }
+NamePicks name_picks_50() { return {names_50().names, names_50().order}; }
 std::uint64_t kernel_name_reads_50(std::uint64_t n, Timer& timer) { return run_name_reads(names_50(), n, timer); }
 std::uint64_t kernel_name_reads_5000(std::uint64_t n, Timer& timer) { return run_name_reads(names_5000(), n, timer); }
 

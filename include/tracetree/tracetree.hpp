@@ -84,13 +84,13 @@
 #define TRACETREE_DETAIL_SCOPE(id, text, kind)                                                        \
     static ::tracetree::detail::Site TRACETREE_DETAIL_CAT(tracetree_site_, id){                        \
         text, __FILE__, __LINE__, ::tracetree::detail::SiteKind::kind};                                \
-    const ::tracetree::detail::Scope TRACETREE_DETAIL_CAT(tracetree_scope_, id) {                      \
+    ::tracetree::detail::Scope TRACETREE_DETAIL_CAT(tracetree_scope_, id) {                            \
         TRACETREE_DETAIL_CAT(tracetree_site_, id)                                                      \
     }
 #define TRACETREE_DETAIL_SCOPE_DYNAMIC(id, name)                                                       \
     static ::tracetree::detail::Site TRACETREE_DETAIL_CAT(tracetree_site_, id){                        \
         "", __FILE__, __LINE__, ::tracetree::detail::SiteKind::dynamic};                               \
-    const ::tracetree::detail::Scope TRACETREE_DETAIL_CAT(tracetree_scope_, id) {                      \
+    ::tracetree::detail::Scope TRACETREE_DETAIL_CAT(tracetree_scope_, id) {                            \
         TRACETREE_DETAIL_CAT(tracetree_site_, id), [&]() -> decltype(auto) { return (name); }          \
     }
 

@@ -262,6 +262,7 @@ struct Arena {
     // after it); anything else is one probe of the tree's child index.
     TRACETREE_DETAIL_INLINE NodeRecord* enter(Site* site, const SiteInfo* info) noexcept {
         if (depth >= depth_limit.load(std::memory_order_relaxed)) return enter_limited(site, info);
+        ++depth;  // here, not beside cur_index: g++ would pack the two stores through a vector register
         std::uint32_t index = cur->hint;
         NodeRecord* node = at(index);
         if (node->site != info) {
@@ -269,14 +270,13 @@ struct Arena {
             node = at(index);
             if (node->site != info) {
                 index = find(cur_index, info);
-                if (index == 0) return add(site, info);
+                if (index == 0) return --depth, add(site, info);
                 node = at(index);
             }
             cur->hint = index;
         }
         cur = node;
         cur_index = index;
-        ++depth;
         return node;
     }
 
@@ -298,14 +298,19 @@ struct Arena {
     }
 
     TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
+        leave(node, elapsed, *uncaught > uncaught_at_entry);
+    }
+    // Apart from the counters, nothing waits for the clock: the caller reads the exception count
+    // before it. Depth first, as in enter().
+    TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, std::uint64_t elapsed, bool threw) noexcept {
+        --depth;
         bump(node->count);
         bump(node->total, elapsed);
         if (elapsed < node->min.load(std::memory_order_relaxed)) node->min.store(elapsed, std::memory_order_relaxed);
         if (elapsed > node->max.load(std::memory_order_relaxed)) node->max.store(elapsed, std::memory_order_relaxed);
-        if (*uncaught > uncaught_at_entry) bump_saturating(node->throws);
+        if (threw) bump_saturating(node->throws);
         cur_index = node->parent;
         cur = at(cur_index);
-        --depth;
     }
 
     std::uint32_t find(std::uint32_t parent, const SiteInfo* info) const noexcept {
@@ -381,7 +386,8 @@ NameRef name_ref(const Text& text) noexcept {
 
 class Scope {
 public:
-    TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept {
+    // Every field set: in registers, as they are here, the compiler checks each path for them.
+    TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept : arena_(nullptr), start_(0), uncaught_(0), slow_(0) {
         Arena* arena = tls_arena();
         if (arena == nullptr && (arena = join_thread()) == nullptr) return;
         begin(*arena, &site, site.info.load(std::memory_order_acquire));
@@ -402,10 +408,11 @@ public:
     TRACETREE_DETAIL_INLINE ~Scope() {
         if (node_ == nullptr) return;
         if (TRACETREE_DETAIL_LIKELY(slow_ == 0)) {
-            arena_->leave(node_, ticks() - start_, uncaught_);
+            const bool threw = *arena_->uncaught > uncaught_;
+            arena_->leave(node_, ticks() - start_, threw);
             return;
         }
-        arena_->recorder->end(*this);
+        end_slow(node_, arena_, start_, uncaught_, slow_);
     }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
@@ -419,6 +426,22 @@ public:
 
 private:
     friend class RuntimeImpl;  // its slow paths fill these and read them at the end
+
+    // The runtime's slow paths get a copy, never this object: once its address escaped, the compiler
+    // would keep its fields in memory on the fast path too (a store and a load each, per scope).
+    Scope() noexcept : arena_(nullptr), start_(0), uncaught_(0), slow_(0) {}
+    void take(Scope& from) noexcept {
+        node_ = from.node_, arena_ = from.arena_, start_ = from.start_, uncaught_ = from.uncaught_, slow_ = from.slow_;
+        from.node_ = nullptr;
+    }
+    // Out of line, so that ~Scope does not contain a Scope's destruction (clang++ would not inline it).
+    TRACETREE_DETAIL_COLD static void end_slow(NodeRecord* node, Arena* arena, std::uint64_t start, unsigned int uncaught,
+                                               std::uint8_t slow) noexcept {
+        Scope ending;
+        ending.node_ = node, ending.arena_ = arena, ending.start_ = start, ending.uncaught_ = uncaught, ending.slow_ = slow;
+        arena->recorder->end(ending);
+        ending.node_ = nullptr;
+    }
 
     // Filled by begin() here or by the runtime's slow path; read by the runtime's end().
     NodeRecord* node_ = nullptr;  // null: not recorded, and nothing below is read
@@ -443,7 +466,10 @@ private:
             start_ = ticks();
             return;
         }
-        if ((flags & kRecording) != 0) arena.recorder->begin(*this, arena, site, info);
+        if ((flags & kRecording) == 0) return;
+        Scope filled;
+        arena.recorder->begin(filled, arena, site, info);
+        take(filled);
     }
 
     // A name seen on this thread is found in its table: no allocation, no call. A new one goes to the
