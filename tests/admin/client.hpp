@@ -4,14 +4,18 @@
 #define TRACETREE_TESTS_ADMIN_CLIENT_HPP
 
 #include <doctest/doctest.h>
+#include <tracetree/admin.hpp>
 
 #include <arpa/inet.h>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <netinet/in.h>
 #include <poll.h>
 #include <string>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <vector>
 
 namespace {
 
@@ -59,6 +63,46 @@ inline std::string get(const std::string& target, int port) {
 
 inline bool starts_with(const std::string& text, const std::string& prefix) { return text.compare(0, prefix.size(), prefix) == 0; }
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A server with the handler mounted under /debug/tracetree and a /hello route of its own (the
+// adapters' tests): its route still answers, a form POST reaches the handler, a stranger's Host is
+// refused by the handler's checks.
+inline void check_mounted(int port) {
+    Client hello(port);
+    hello.send("GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    CHECK(contains(hello.read_all(), "\r\n\r\nhello\n"));
+
+    Client reset(port);  // a form body, as the page's forms send it
+    reset.send("POST /debug/tracetree/reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+               "Content-Length: 11\r\nConnection: close\r\n\r\nformat=html");
+    const std::string page = reset.read_all();
+    CHECK(starts_with(page, "HTTP/1.1 200 OK\r\n"));
+    CHECK(contains(page, "Content-Type: text/html; charset=utf-8\r\n"));
+
+    Client stranger(port);  // a loopback client with a stranger's Host
+    stranger.send("GET /debug/tracetree/profile HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n");
+    CHECK(starts_with(stranger.read_all(), "HTTP/1.1 403 Forbidden\r\n"));
+}
+
+// A client that hangs up cancels its call and frees its slot: the next four (the handler's
+// max_waiting) all wait, counted one by one, so that a slot still held shows.
+inline void check_hang_up_frees_slot(const tracetree::AdminHandler& admin, int port) {
+    const std::chrono::seconds bound(20);
+    {
+        Client gone(port);
+        gone.send(get("/trace?pattern=no_such_function&timeout=300", port));
+        REQUIRE(admin.wait_for_waiting(1, bound));
+    }
+    CHECK(admin.wait_for_waiting(0, bound));  // without the cancel: 300 s
+    std::vector<std::unique_ptr<Client>> four;
+    for (std::size_t i = 1; i <= 4; ++i) {
+        four.push_back(std::make_unique<Client>(port));
+        four.back()->send(get("/trace?pattern=no_such_function&timeout=300", port));
+        CHECK(admin.wait_for_waiting(i, bound));
+    }
+    four.clear();
+    CHECK(admin.wait_for_waiting(0, bound));
+}
 
 }  // namespace
 

@@ -457,6 +457,8 @@ private:
     const std::string admin_setting_;
     std::atomic<bool> admin_setting_taken_{false};
 
+    // The library's one read of the process environment, documented (docs/admin.md, TRACETREE_ADMIN):
+    // in the constructor, once, when the recorder starts; never on a scope's path, never written.
     static std::string environment(const char* name) {
         const char* value = std::getenv(name);
         return value != nullptr ? value : "";

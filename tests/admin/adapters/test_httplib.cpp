@@ -60,45 +60,18 @@ TEST_CASE("httplib: a trace over HTTP, and the server's own routes still answer"
     CHECK(contains(response, "httplib_work::served()"));
     CHECK(contains(response, "Command execution times exceed limit: 1"));
 
-    Client hello(s.port);
-    hello.send("GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    CHECK(contains(hello.read_all(), "\r\n\r\nhello\n"));
-
     Client put(s.port);  // every method reaches the handler: its 405, not httplib's 404
     put.send("PUT /debug/tracetree/reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     const std::string refused = put.read_all();
     CHECK(starts_with(refused, "HTTP/1.1 405 Method Not Allowed\r\n"));
     CHECK(contains(refused, "Allow: POST\r\n"));
 
-    Client reset(s.port);  // a form body, as the page's forms send it
-    reset.send("POST /debug/tracetree/reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
-               "Content-Length: 11\r\nConnection: close\r\n\r\nformat=html");
-    const std::string page = reset.read_all();
-    CHECK(starts_with(page, "HTTP/1.1 200 OK\r\n"));
-    CHECK(contains(page, "Content-Type: text/html; charset=utf-8\r\n"));
-
-    Client stranger(s.port);  // a loopback client with a stranger's Host: the handler's checks apply
-    stranger.send("GET /debug/tracetree/profile HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n");
-    CHECK(starts_with(stranger.read_all(), "HTTP/1.1 403 Forbidden\r\n"));
+    check_mounted(s.port);
 }
 
 TEST_CASE("httplib: a client that hangs up cancels its call and frees its slot") {
     Server s;  // max_waiting 4
-    {
-        Client gone(s.port);
-        gone.send(get("/trace?pattern=no_such_function&timeout=300", s.port));
-        REQUIRE(s.admin.wait_for_waiting(1, 20s));
-    }
-    CHECK(s.admin.wait_for_waiting(0, 20s));  // without the cancel: 300 s
-    // The next four all wait (none refused 503): counted one by one, so that a slot still held shows.
-    std::vector<std::unique_ptr<Client>> four;
-    for (std::size_t i = 1; i <= 4; ++i) {
-        four.push_back(std::make_unique<Client>(s.port));
-        four.back()->send(get("/trace?pattern=no_such_function&timeout=300", s.port));
-        CHECK(s.admin.wait_for_waiting(i, 20s));
-    }
-    four.clear();
-    CHECK(s.admin.wait_for_waiting(0, 20s));
+    check_hang_up_frees_slot(s.admin, s.port);
 }
 
 TEST_CASE("httplib: the peer is the request's remote address, so a non-loopback one gets 403") {
