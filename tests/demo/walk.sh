@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# scripts/demo --walk's steps (scripts/demo-walk), run against the demo-server of this build on
-# ephemeral ports and checked one by one: what each admin call found, never how long anything took.
-#   tests/demo/walk.sh DEMO_WALK DEMO_SERVER     (meson passes both; see tests/demo/meson.build)
+# `scripts/demo --walk` (scripts/demo-walk), the README's command, run on this build's demo-server
+# (DEMO_BUILT: no install, no build, ephemeral ports) and checked step by step: what each admin call
+# found, never how long anything took.
+#   tests/demo/walk.sh SCRIPTS_DEMO BUILD_DIR     (meson passes both; see tests/demo/meson.build)
 set -uo pipefail
 
-WALK=${1:?usage: walk.sh scripts/demo-walk path/to/demo-server}
-SERVER=${2:?usage: walk.sh scripts/demo-walk path/to/demo-server}
+DEMO=${1:?usage: walk.sh scripts/demo BUILD_DIR}
+BUILD=${2:?usage: walk.sh scripts/demo BUILD_DIR}
 OUT=$(mktemp "${TMPDIR:-/tmp}/tracetree-walk-test-XXXXXX")
 trap 'rm -f "$OUT"' EXIT
 
-"$WALK" "$SERVER" --ephemeral >"$OUT" 2>&1
+DEMO_BUILT=$BUILD "$DEMO" --walk >"$OUT" 2>&1 </dev/null
 status=$?
 sed 's/\x1b\[[0-9;]*m//g' "$OUT"  # the walk itself, for the test log
 echo "---- checks"
@@ -27,6 +28,11 @@ check() {
 }
 
 if [ "$status" -eq 0 ]; then echo "ok:   the walk exits 0"; else echo "FAIL: the walk exited $status"; failures=$((failures + 1)); fi
+if grep -Eq '^[0-9]{3} (Bad Request|Unauthorized|Forbidden|Not Found|Method Not Allowed|Conflict|Unsupported Media Type|Service Unavailable)' "$OUT"; then
+  echo "FAIL: an admin call was refused:"
+  grep -E '^[0-9]{3} [A-Z]' "$OUT" | head -5
+  failures=$((failures + 1))
+fi
 check "step 1 times two calls to /send" "1\." '^\$ curl -w .*/send$'
 check "step 1 shows curl's figures" "1\." 'time_total: +[0-9.]+s +\(HTTP 200\)'
 check "step 2 traces the servlet" "2\." '`---\[[0-9.E-]+ms\] demo::DispatcherServlet::doDispatch\(\)'

@@ -24,7 +24,8 @@
 #include <link.h>  // dl_iterate_phdr and the ELF types of a module's dynamic section
 #endif
 
-#define TRACETREE_DETAIL_ANCHOR TRACETREE_DETAIL_CAT(tracetree_anchor_, TRACETREE_ABI)
+#define TRACETREE_DETAIL_ANCHOR_PREFIX tracetree_anchor_
+#define TRACETREE_DETAIL_ANCHOR TRACETREE_DETAIL_CAT(TRACETREE_DETAIL_ANCHOR_PREFIX, TRACETREE_ABI)
 
 // Weak, not `inline`: g++ would make an inline variable STB_GNU_UNIQUE, which keeps the first plugin
 // that defines it loaded for ever; weak definitions merge into one per module all the same.
@@ -35,9 +36,9 @@ __attribute__((weak, visibility("default"))) std::atomic<void*> TRACETREE_DETAIL
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
 
-TRACETREE_DETAIL_LOCAL inline constexpr char kAnchorPrefix[] = "tracetree_anchor_";
+TRACETREE_DETAIL_LOCAL inline constexpr char kAnchorPrefix[] = TRACETREE_DETAIL_STRING(TRACETREE_DETAIL_ANCHOR_PREFIX);
 TRACETREE_DETAIL_LOCAL inline constexpr char kAbiName[] = TRACETREE_DETAIL_ABI_NAME;  // "v0_2", ...
-TRACETREE_DETAIL_LOCAL inline constexpr char kAnchorName[] = "tracetree_anchor_" TRACETREE_DETAIL_ABI_NAME;
+TRACETREE_DETAIL_LOCAL inline constexpr char kAnchorName[] = TRACETREE_DETAIL_STRING(TRACETREE_DETAIL_ANCHOR);
 
 inline std::atomic<void*>& own_anchor() noexcept { return TRACETREE_DETAIL_ANCHOR; }
 
