@@ -160,14 +160,7 @@ inline NameKey name_key(const char* data, std::size_t size, std::uint64_t seed) 
         key.hash ^= key.hash >> 31;
     }
     std::uint64_t tail = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (words != 0 && size != 0) {  // the last 8 bytes, those before the tail shifted out: no loop, no branch on size
-        __builtin_memcpy(&tail, data + size - 8, 8);
-        tail >>= 64 - 8 * size;
-    }
-    if (words == 0)
-#endif
-        for (std::size_t i = 0; i < size; ++i) tail |= std::uint64_t{static_cast<unsigned char>(data[i])} << (8 * i);
+    for (std::size_t i = 0; i < size; ++i) tail |= std::uint64_t{static_cast<unsigned char>(data[i])} << (8 * i);
     if (words < NameKey::kHeadWords) key.head[words] = tail;
     key.hash = (key.hash ^ tail) * 0x94D049BB133111EBu;
     key.hash ^= key.hash >> 29;
@@ -185,8 +178,8 @@ struct alignas(64) DynamicEntry {
 
     bool same(const SiteInfo* origin_, const char* name, std::uint32_t size_, const NameKey& key) const noexcept {
         constexpr std::uint32_t kHeadBytes = 8 * NameKey::kHeadWords;
-        // Exact without the hash (its upper half already matched the slot's tag): size, site, bytes.
-        if (size != size_ || origin != origin_ || head[0] != key.head[0] || head[1] != key.head[1] || head[2] != key.head[2])
+        if (hash != key.hash || size != size_ || origin != origin_ || head[0] != key.head[0] || head[1] != key.head[1] ||
+            head[2] != key.head[2])
             return false;
         return size <= kHeadBytes || __builtin_memcmp(info->name + kHeadBytes, name + kHeadBytes, size - kHeadBytes) == 0;
     }
@@ -425,8 +418,7 @@ public:
         if (ref.data == nullptr) ref.data = "";  // a null `const char*`, an empty view: the empty name
         const std::uint32_t max_length = arena->max_name_length.load(std::memory_order_relaxed);
         if (ref.size > max_length) ref.size = max_length;  // as the recorder keeps it
-        const Dynamic found = find_dynamic(*arena, site, ref);
-        if (found.info != nullptr) begin(*arena, nullptr, found.info, found.entry);
+        begin_dynamic(*arena, site, ref);
     }
     TRACETREE_DETAIL_INLINE ~Scope() {
         if (node_ == nullptr) return;
@@ -498,13 +490,8 @@ private:
     }
 
     // A name seen on this thread is found in its table: no allocation, no call. A new one goes to the
-    // runtime, which interns it (or drops the call, over a budget) and adds it to the table. Static and
-    // returning in registers: were the Scope's address to reach it, its fields would live in memory.
-    struct Dynamic {
-        const SiteInfo* info;  // null: not recorded
-        std::uint32_t entry;   // its number in the thread's table; kNoName: not in it (yet)
-    };
-    static Dynamic find_dynamic(Arena& arena, Site& site, NameRef name) noexcept {
+    // runtime, which interns it (or drops the call, over a budget) and adds it to the table.
+    void begin_dynamic(Arena& arena, Site& site, NameRef name) noexcept {
         const SiteInfo* origin = site.info.load(std::memory_order_acquire);
         const NameKey key = name_key(name.data, name.size, reinterpret_cast<std::uintptr_t>(origin));
         const auto size = static_cast<std::uint32_t>(name.size);
@@ -515,9 +502,13 @@ private:
             if (found.entry == 0) break;
             if (found.tag != tag) continue;
             const DynamicEntry& entry = arena.dynamic[found.entry - 1];
-            if (entry.same(origin, name.data, size, key)) return {entry.info, found.entry - 1};
+            if (entry.same(origin, name.data, size, key)) {
+                begin(arena, nullptr, entry.info, found.entry - 1);
+                return;
+            }
         }
-        return {arena.recorder->dynamic_site(arena, site, name.data, name.size), kNoName};
+        if (const SiteInfo* info = arena.recorder->dynamic_site(arena, site, name.data, name.size))
+            begin(arena, nullptr, info);
     }
 };
 
