@@ -27,6 +27,7 @@
 // and the definitions.
 #ifndef TRACETREE_ADMIN_HPP
 #define TRACETREE_ADMIN_HPP
+#define TRACETREE_DETAIL_ADMIN_OPEN  // until the end: the runtime's end (sessions-inl.hpp) leaves admin_server.hpp to us
 
 #include "control.hpp"
 #include "render.hpp"
@@ -1314,5 +1315,12 @@ inline std::string AdminHandler::index_page() {
 }
 
 TRACETREE_END_NAMESPACE
+
+#undef TRACETREE_DETAIL_ADMIN_OPEN
+// Where the runtime is compiled, TRACETREE_ADMIN's listener is too (detail/sessions-inl.hpp). When
+// detail/admin_socket.hpp is being read (it included us first), it includes admin_server.hpp at its end.
+#if TRACETREE_DETAIL_RUNTIME_HERE && !defined(TRACETREE_DETAIL_ADMIN_SOCKET_HPP)
+#include "admin_server.hpp"
+#endif
 
 #endif  // TRACETREE_ADMIN_HPP

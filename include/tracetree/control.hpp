@@ -85,10 +85,6 @@ void start_timeline(std::size_t max_spans_per_thread = 65536);  // std::invalid_
 void stop_timeline() noexcept;
 Timeline timeline();
 
-namespace detail {
-std::string take_admin_setting();  // admin_server.hpp: TRACETREE_ADMIN, read once when the recorder started
-}  // namespace detail
-
 TRACETREE_END_NAMESPACE
 
 #if TRACETREE_DETAIL_RUNTIME_HERE

@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
-"""TRACETREE_ADMIN end to end (docs/admin.md): the recorder reads it once when it starts, and a
-program that includes admin_server.hpp listens as it says, with no code of its own.
+"""TRACETREE_ADMIN end to end (docs/admin.md): the recorder reads it once when it starts, and any
+program with a control file listens as it says, with no code of its own.
 
-    check_environment.py ADMIN-ENV-SERVER
+    check_environment.py PROGRAM [--fork]
+
+PROGRAM records "env_work", prints "ready" and waits for its standard input to close: env_server.cpp
+(includes admin_server.hpp), env_control.cpp (control.hpp only; header-only, and with the runtime
+compiled once). With --fork, PROGRAM also takes the argument `fork` (env_control.cpp), and:
+6. A child forked while the listener runs exits through exit() with status 0 (it neither joins the
+   parent's threads nor waits for its calls), and the parent answers GET profile after it.
 
 1. TRACETREE_ADMIN=127.0.0.1:0: stderr names the port; GET .../profile there answers 200 with the
    program's scope; a request with a token the listener was not given still works (no token set).
@@ -30,15 +36,21 @@ def check(ok, what):
         failures.append(what)
 
 
-def start(value):
+def start(value, args=()):
     env = dict(os.environ)
     env.pop("TRACETREE_ADMIN", None)
     if value is not None:
         env["TRACETREE_ADMIN"] = value
-    program = subprocess.Popen([sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=env, text=True)
-    ready = program.stdout.readline().strip()  # printed after start-up: the listener's line is out by then
+    program = subprocess.Popen([sys.argv[1]] + list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env, text=True)
+    ready = next_line(program.stdout)  # printed after start-up: the listener's line is out by then
     return program, ready
+
+
+def next_line(stream):
+    """The next line of `stream`, or "" when none comes within 30 s (the program hangs or said nothing)."""
+    ready, _, _ = select.select([stream], [], [], 30)
+    return stream.readline().strip() if ready else ""
 
 
 def finish(program):
@@ -49,8 +61,7 @@ def finish(program):
 
 def first_line(program):
     """The first line on stderr, or "" when none comes within 30 s (the program said nothing)."""
-    ready, _, _ = select.select([program.stderr], [], [], 30)
-    return program.stderr.readline().strip() if ready else ""
+    return next_line(program.stderr)
 
 
 def get(url, token=None):
@@ -97,6 +108,21 @@ for value, reason in (("0.0.0.0:0", "loopback"), ("127.0.0.1:0;colour=red", "not
 program, ready = start(None)
 code, rest = finish(program)
 check(code == 0 and ready == "ready" and "TRACETREE_ADMIN" not in rest, "unset: nothing said (%r)" % rest[:200])
+
+# 6.
+if "--fork" in sys.argv[2:]:
+    program, child = start("127.0.0.1:0", ["fork"])
+    line = first_line(program)
+    match = re.search(r"admin listening on (http://127\.0\.0\.1:(\d+)/debug/tracetree)/", line)
+    ready = program.stdout.readline().strip() if child else ""  # both lines came in one write: no select
+    check(child == "child exited 0" and ready == "ready", "a forked child exits 0 through exit(): %r, %r" % (child, ready))
+    if match:
+        status, body = get(match.group(1) + "/profile")
+        check(status == 200 and "env_work" in body, "the parent answers after its child is gone (%d)" % status)
+    if ready == "ready":
+        check(finish(program)[0] == 0, "exits 0")
+    else:
+        program.kill()
 
 print("check_environment: %d failed" % len(failures))
 sys.exit(1 if failures else 0)
