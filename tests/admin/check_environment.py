@@ -6,9 +6,9 @@ program with a control file listens as it says, with no code of its own.
 
 PROGRAM records "env_work", prints "ready" and waits for its standard input to close: env_server.cpp
 (includes admin_server.hpp), env_control.cpp (control.hpp only; header-only, and with the runtime
-compiled once). With --fork, PROGRAM also takes the argument `fork` (env_control.cpp), and:
-6. A child forked while the listener runs exits through exit() with status 0 (it neither joins the
-   parent's threads nor waits for its calls), and the parent answers GET profile after it.
+compiled once). With --fork, PROGRAM forks when it reads the line `fork` (env_control.cpp), and:
+6. A child forked while four admin calls wait exits through exit() with status 0 (it neither joins the
+   parent's threads nor waits for the parent's calls), and the parent answers GET profile after it.
 
 1. TRACETREE_ADMIN=127.0.0.1:0: stderr names the port; GET .../profile there answers 200 with the
    program's scope; a request with a token the listener was not given still works (no token set).
@@ -22,8 +22,10 @@ compiled once). With --fork, PROGRAM also takes the argument `fork` (env_control
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 
@@ -36,32 +38,52 @@ def check(ok, what):
         failures.append(what)
 
 
-def start(value, args=()):
+class Lines:
+    """A pipe read a line at a time, each within 30 s, without losing what one read brought beyond it."""
+
+    def __init__(self, stream):
+        self.fd, self.buffer = stream.fileno(), b""
+
+    def next(self):
+        """The next line, or "" when none comes within 30 s (the program hangs or said nothing)."""
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.fd], [], [], 30)
+            chunk = os.read(self.fd, 65536) if ready else b""
+            if not chunk:
+                return ""
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode(errors="replace").strip()
+
+    def rest(self):
+        while True:
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                return self.buffer.decode(errors="replace")
+            self.buffer += chunk
+
+
+def start(value):
     env = dict(os.environ)
     env.pop("TRACETREE_ADMIN", None)
     if value is not None:
         env["TRACETREE_ADMIN"] = value
-    program = subprocess.Popen([sys.argv[1]] + list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=env, text=True)
-    ready = next_line(program.stdout)  # printed after start-up: the listener's line is out by then
+    program = subprocess.Popen([sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=env)
+    program.out, program.err = Lines(program.stdout), Lines(program.stderr)
+    ready = program.out.next()  # printed after start-up: the listener's line is out by then
     return program, ready
-
-
-def next_line(stream):
-    """The next line of `stream`, or "" when none comes within 30 s (the program hangs or said nothing)."""
-    ready, _, _ = select.select([stream], [], [], 30)
-    return stream.readline().strip() if ready else ""
 
 
 def finish(program):
     program.stdin.close()
     program.wait(timeout=60)
-    return program.returncode, program.stderr.read()
+    return program.returncode, program.err.rest()
 
 
 def first_line(program):
     """The first line on stderr, or "" when none comes within 30 s (the program said nothing)."""
-    return next_line(program.stderr)
+    return program.err.next()
 
 
 def get(url, token=None):
@@ -111,18 +133,41 @@ check(code == 0 and ready == "ready" and "TRACETREE_ADMIN" not in rest, "unset: 
 
 # 6.
 if "--fork" in sys.argv[2:]:
-    program, child = start("127.0.0.1:0", ["fork"])
-    line = first_line(program)
-    match = re.search(r"admin listening on (http://127\.0\.0\.1:(\d+)/debug/tracetree)/", line)
-    ready = program.stdout.readline().strip() if child else ""  # both lines came in one write: no select
-    check(child == "child exited 0" and ready == "ready", "a forked child exits 0 through exit(): %r, %r" % (child, ready))
+    program, ready = start("127.0.0.1:0")
+    match = re.search(r"admin listening on (http://127\.0\.0\.1:(\d+)/debug/tracetree)/", first_line(program))
+    check(match is not None, "listening before the fork")
     if match:
-        status, body = get(match.group(1) + "/profile")
+        base = match.group(1)
+        # Four calls that wait (max_waiting's default), so that the child is forked while the handler
+        # counts them; they are known to wait once a fifth call is refused (503). A probe that is not
+        # refused times out at once (while it waits, a call may be refused and asks again).
+        def wait_call():  # again when a probe held the place it asked for
+            try:
+                while get(base + "/trace?pattern=never_called&timeout=120")[0] == 503:
+                    pass
+            except OSError:  # the listener stopped at the program's exit, the call unanswered
+                pass
+
+        waiting = [threading.Thread(target=wait_call) for _ in range(4)]
+        for thread in waiting:
+            thread.start()
+        refused = any(get(base + "/trace?pattern=never_called&timeout=0.001")[0] == 503 for _ in range(5000))
+        check(refused, "four calls wait when the program forks")
+        program.stdin.write(b"fork\n")
+        program.stdin.flush()
+        forked = program.out.next()
+        child = program.out.next()
+        check(forked.startswith("forked ") and child == "child exited 0",
+              "a child forked while calls wait exits 0 through exit(): %r, %r" % (forked, child))
+        if child == "" and forked.startswith("forked "):  # it hangs: neither it nor its parent is left behind
+            os.kill(int(forked.split()[1]), signal.SIGKILL)
+            program.out.next()
+        status, body = get(base + "/profile")
         check(status == 200 and "env_work" in body, "the parent answers after its child is gone (%d)" % status)
-    if ready == "ready":
-        check(finish(program)[0] == 0, "exits 0")
-    else:
-        program.kill()
+        code, rest = finish(program)  # the waiting calls are cancelled when the listener stops at exit
+        check(code == 0, "exits 0 (%d)" % code)
+        for thread in waiting:
+            thread.join()
 
 print("check_environment: %d failed" % len(failures))
 sys.exit(1 if failures else 0)

@@ -1,8 +1,8 @@
 // admin-env-control: a program whose only tracetree code is a control file's include and one annotated
 // function, for check_environment.py: TRACETREE_ADMIN starts the listener in any program with a control
 // file, header-only or with the runtime compiled once (meson builds it both ways). Records "env_work"
-// once; with the argument `fork`, forks a child that exits through exit() (static destructors run) and
-// reports its status; then prints "ready" and waits for its standard input to close.
+// once, prints "ready", then reads its standard input until it closes; at each line `fork` it forks a
+// child that exits through exit() (static destructors run), and says "forked PID", then how it ended.
 #include <tracetree/control.hpp>
 
 #include <cstdio>
@@ -14,20 +14,22 @@
 
 void env_work() { TRACETREE_FUNCTION(); }
 
-int main(int argc, char** argv) {
+int main() {
     env_work();
-    if (argc > 1 && std::string(argv[1]) == "fork") {
-        std::fflush(nullptr);
-        const pid_t child = ::fork();
-        if (child == 0) std::exit(0);  // the parent's listener must be neither served nor destroyed here
-        int status = 0;
-        if (child < 0 || ::waitpid(child, &status, 0) != child) return 2;
-        std::printf("child %s %d\n", WIFEXITED(status) ? "exited" : "killed", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-    }
     std::puts("ready");
     std::fflush(stdout);
     std::string line;
     while (std::getline(std::cin, line)) {
+        if (line != "fork") continue;
+        const pid_t child = ::fork();
+        if (child == 0) std::exit(0);  // the parent's listener must be neither served nor destroyed here
+        if (child < 0) return 2;
+        std::printf("forked %d\n", static_cast<int>(child));
+        std::fflush(stdout);
+        int status = 0;
+        if (::waitpid(child, &status, 0) != child) return 2;
+        std::printf("child %s %d\n", WIFEXITED(status) ? "exited" : "killed", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        std::fflush(stdout);
     }
     return 0;
 }
