@@ -11,7 +11,8 @@
 // timeline; the implementation is detail/control-inl.hpp over detail/runtime.hpp.
 //
 // Compiling the runtime once. Every file that includes this header (or sessions.hpp, admin.hpp,
-// otlp.hpp) compiles the whole runtime: seconds per file. A program with many such files can define
+// otlp.hpp) compiles the whole runtime, with the listener TRACETREE_ADMIN starts (admin_server.hpp,
+// docs/admin.md): seconds per file. A program with many such files can define
 // TRACETREE_SEPARATE_RUNTIME for all of them (a build-wide -D) and TRACETREE_RUNTIME_IMPLEMENTATION in
 // exactly one, before its first tracetree include: the others then compile declarations only. Without
 // that one file, the link fails naming the fix (tracetree_runtime_<abi>_is_compiled_by_...).
