@@ -452,6 +452,7 @@ namespace admin {
 struct EnvironmentListener {
     std::mutex mutex;
     std::unique_ptr<AdminServer> server;
+    AdminServer* parents = nullptr;  // in a child: the parent's, left be (still pointed to: no leak is reported)
 
     static EnvironmentListener& get() {
         static EnvironmentListener one;
@@ -465,6 +466,7 @@ struct EnvironmentListener {
             ::close(copy->listener_);
             ::close(copy->wake_[0]);
             ::close(copy->wake_[1]);
+            listener.parents = copy;
         }
         listener.mutex.unlock();
     }
