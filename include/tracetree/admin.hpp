@@ -507,7 +507,7 @@ inline bool form_content_type(std::string_view content_type) {
 inline bool same_secret(std::string_view given, std::string_view secret) {
     unsigned difference = given.size() == secret.size() ? 0u : 1u;
     for (std::size_t i = 0; i < given.size(); ++i)
-        difference |= static_cast<unsigned char>(given[i]) ^ static_cast<unsigned char>(secret[i % secret.size()]);
+        difference |= static_cast<unsigned>(static_cast<unsigned char>(given[i]) ^ static_cast<unsigned char>(secret[i % secret.size()]));
     return difference == 0;
 }
 
@@ -847,7 +847,7 @@ inline void AdminHandler::shutdown() {
 inline std::size_t AdminHandler::waiting() const {
     std::lock_guard<std::mutex> lock(mutex_);
     std::size_t armed = 0;
-    for (const Waiter* waiter : waiters_) armed += waiter->stop ? 1 : 0;
+    for (const Waiter* waiter : waiters_) armed += waiter->stop ? 1u : 0u;
     return armed;
 }
 
@@ -855,7 +855,7 @@ inline bool AdminHandler::wait_for_waiting(std::size_t count, Nanos timeout) con
     std::unique_lock<std::mutex> lock(mutex_);
     return changed_.wait_for(lock, timeout, [&] {
         std::size_t armed = 0;
-        for (const Waiter* waiter : waiters_) armed += waiter->stop ? 1 : 0;
+        for (const Waiter* waiter : waiters_) armed += waiter->stop ? 1u : 0u;
         return armed == count;
     });
 }
