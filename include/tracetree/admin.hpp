@@ -27,6 +27,7 @@
 // and the definitions.
 #ifndef TRACETREE_ADMIN_HPP
 #define TRACETREE_ADMIN_HPP
+#define TRACETREE_DETAIL_ADMIN_OPEN  // until the end: the runtime's end (sessions-inl.hpp) leaves admin_server.hpp to us
 
 #include "control.hpp"
 #include "render.hpp"
@@ -506,7 +507,7 @@ inline bool form_content_type(std::string_view content_type) {
 inline bool same_secret(std::string_view given, std::string_view secret) {
     unsigned difference = given.size() == secret.size() ? 0u : 1u;
     for (std::size_t i = 0; i < given.size(); ++i)
-        difference |= static_cast<unsigned char>(given[i]) ^ static_cast<unsigned char>(secret[i % secret.size()]);
+        difference |= static_cast<unsigned>(static_cast<unsigned char>(given[i]) ^ static_cast<unsigned char>(secret[i % secret.size()]));
     return difference == 0;
 }
 
@@ -846,7 +847,7 @@ inline void AdminHandler::shutdown() {
 inline std::size_t AdminHandler::waiting() const {
     std::lock_guard<std::mutex> lock(mutex_);
     std::size_t armed = 0;
-    for (const Waiter* waiter : waiters_) armed += waiter->stop ? 1 : 0;
+    for (const Waiter* waiter : waiters_) armed += waiter->stop ? 1u : 0u;
     return armed;
 }
 
@@ -854,7 +855,7 @@ inline bool AdminHandler::wait_for_waiting(std::size_t count, Nanos timeout) con
     std::unique_lock<std::mutex> lock(mutex_);
     return changed_.wait_for(lock, timeout, [&] {
         std::size_t armed = 0;
-        for (const Waiter* waiter : waiters_) armed += waiter->stop ? 1 : 0;
+        for (const Waiter* waiter : waiters_) armed += waiter->stop ? 1u : 0u;
         return armed == count;
     });
 }
@@ -1314,5 +1315,12 @@ inline std::string AdminHandler::index_page() {
 }
 
 TRACETREE_END_NAMESPACE
+
+#undef TRACETREE_DETAIL_ADMIN_OPEN
+// Where the runtime is compiled, TRACETREE_ADMIN's listener is too (detail/sessions-inl.hpp). When
+// detail/admin_socket.hpp is being read (it included us first), it includes admin_server.hpp at its end.
+#if TRACETREE_DETAIL_RUNTIME_HERE && !defined(TRACETREE_DETAIL_ADMIN_SOCKET_HPP)
+#include "admin_server.hpp"
+#endif
 
 #endif  // TRACETREE_ADMIN_HPP

@@ -14,7 +14,8 @@
 //
 // Binds loopback unless told otherwise; another address needs AdminOptions::token or allowed_peers,
 // since the handler would refuse every client that is not loopback anyway, and without them an open
-// port is all that would be gained. Only a program that starts the server includes this header.
+// port is all that would be gained. A program that starts a server of its own includes this header;
+// the one TRACETREE_ADMIN starts is compiled with the runtime (detail/sessions-inl.hpp's end).
 #ifndef TRACETREE_ADMIN_SERVER_HPP
 #define TRACETREE_ADMIN_SERVER_HPP
 
@@ -32,6 +33,7 @@
 #include <mutex>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>  // pthread_atfork: TRACETREE_ADMIN's listener in a forked child
 #include <stdexcept>
 #include <string>
 #include <sys/socket.h>
@@ -40,6 +42,8 @@
 #include <vector>
 
 TRACETREE_BEGIN_NAMESPACE
+
+namespace detail { namespace admin { struct EnvironmentListener; } }
 
 struct AdminServerOptions {
     AdminOptions admin;                  // the handler's: token, allowed_peers, max_waiting, ...
@@ -65,6 +69,7 @@ public:
     void stop();  // idempotent; cancels waiting calls, closes every connection, joins every thread
 
 private:
+    friend struct detail::admin::EnvironmentListener;  // a forked child closes its copies of the descriptors
     struct Connection;
     void run();
     void accept_all();
@@ -439,15 +444,44 @@ inline void AdminServer::drain(Connection& c) {
 namespace detail {
 namespace admin {
 
-// TRACETREE_ADMIN's value, to be read once when the recorder starts (never on a scope's path):
+// The listener TRACETREE_ADMIN started, for the rest of the process: stopped at exit, before the
+// recorder it reads. fork() copies it but none of its threads, so a child must neither serve with it
+// nor destroy it (the destructor would join a poller that runs in the parent only, and the handler
+// would wait for the parent's calls): the child closes its copies of the listening socket and the
+// wake-up pipe, so that the port is the parent's alone, and leaves the object be.
+struct EnvironmentListener {
+    std::mutex mutex;
+    std::unique_ptr<AdminServer> server;
+    AdminServer* parents = nullptr;  // in a child: the parent's, left be (still pointed to: no leak is reported)
+
+    static EnvironmentListener& get() {
+        static EnvironmentListener one;
+        return one;
+    }
+    static void before_fork() noexcept { get().mutex.lock(); }
+    static void after_fork_in_parent() noexcept { get().mutex.unlock(); }
+    static void after_fork_in_child() noexcept {
+        EnvironmentListener& listener = get();
+        if (AdminServer* copy = listener.server.release()) {
+            ::close(copy->listener_);
+            ::close(copy->wake_[0]);
+            ::close(copy->wake_[1]);
+            listener.parents = copy;
+        }
+        listener.mutex.unlock();
+    }
+};
+
+// TRACETREE_ADMIN's value, read once when the recorder starts (never on a scope's path); runtime()
+// calls this in the copy that started the recorder (detail/control-inl.hpp):
 //   ADDRESS[;token=TOKEN][;allowed_peers=CIDR,CIDR...]     e.g. 127.0.0.1:7746, or 0.0.0.0:7746;token=s3cret
 // starts an AdminServer there for the rest of the process and says where on `messages`; a bad value,
 // or an address outside loopback without a token or allowed_peers, starts nothing and says why. Null
 // or empty: nothing, silently. Returns the server, or null. Once one runs, later calls start none.
 inline AdminServer* start_admin_from_environment(const char* value, std::FILE* messages = stderr) {
     if (value == nullptr || *value == '\0') return nullptr;
-    static std::mutex mutex;
-    static std::unique_ptr<AdminServer> server;  // stopped at exit, before the recorder it reads
+    EnvironmentListener& listener = EnvironmentListener::get();
+    std::unique_ptr<AdminServer>& server = listener.server;
     std::string_view rest = value;
     const std::string address(rest.substr(0, rest.find(';')));
     const auto say = [&](const std::string& text) {  // the address only: a token is not for logs
@@ -459,7 +493,7 @@ inline AdminServer* start_admin_from_environment(const char* value, std::FILE* m
         say(why + "; no admin listener started (TRACETREE_ADMIN=ADDRESS[;token=TOKEN][;allowed_peers=CIDR,CIDR...])");
         return nullptr;
     };
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::mutex> lock(listener.mutex);
     if (server) {
         say("an admin listener runs already (port " + std::to_string(server->port()) + "); none started");
         return nullptr;
@@ -486,22 +520,14 @@ inline AdminServer* start_admin_from_environment(const char* value, std::FILE* m
     } catch (const std::exception& e) {
         return refuse_start(e.what());
     }
+    static const bool fork_handlers = pthread_atfork(&EnvironmentListener::before_fork, &EnvironmentListener::after_fork_in_parent,
+                                                     &EnvironmentListener::after_fork_in_child) == 0;
+    (void)fork_handlers;
     const bool v6 = address.find('[') != std::string::npos;
     const std::string host = address.substr(0, v6 ? address.find(']') + 1 : address.rfind(':'));
     say("admin listening on http://" + host + ':' + std::to_string(server->port()) + server->handler().prefix() + "/");
     return server.get();
 }
-
-// TRACETREE_ADMIN, as the recorder read it when it started: the first copy of this header in the
-// process to load starts the listener (its code is here, so only programs that include this header).
-TRACETREE_DETAIL_LOCAL inline const bool g_admin_from_environment = [] {
-    try {
-        const std::string setting = take_admin_setting();
-        if (!setting.empty()) start_admin_from_environment(setting.c_str());
-    } catch (...) {  // no recorder: nothing to serve
-    }
-    return true;
-}();
 
 }  // namespace admin
 }  // namespace detail

@@ -11,7 +11,8 @@
 // timeline; the implementation is detail/control-inl.hpp over detail/runtime.hpp.
 //
 // Compiling the runtime once. Every file that includes this header (or sessions.hpp, admin.hpp,
-// otlp.hpp) compiles the whole runtime: seconds per file. A program with many such files can define
+// otlp.hpp) compiles the whole runtime, with the listener TRACETREE_ADMIN starts (admin_server.hpp,
+// docs/admin.md): seconds per file. A program with many such files can define
 // TRACETREE_SEPARATE_RUNTIME for all of them (a build-wide -D) and TRACETREE_RUNTIME_IMPLEMENTATION in
 // exactly one, before its first tracetree include: the others then compile declarations only. Without
 // that one file, the link fails naming the fix (tracetree_runtime_<abi>_is_compiled_by_...).
@@ -84,10 +85,6 @@ void reset();       // forgets everything recorded: exited threads at once, each
 void start_timeline(std::size_t max_spans_per_thread = 65536);  // std::invalid_argument: 0 or > 16777216
 void stop_timeline() noexcept;
 Timeline timeline();
-
-namespace detail {
-std::string take_admin_setting();  // admin_server.hpp: TRACETREE_ADMIN, read once when the recorder started
-}  // namespace detail
 
 TRACETREE_END_NAMESPACE
 

@@ -86,4 +86,8 @@ private:
 }  // namespace detail
 TRACETREE_END_NAMESPACE
 
+#if TRACETREE_DETAIL_RUNTIME_HERE  // TRACETREE_ADMIN's listener, where the runtime is compiled (admin.hpp's end)
+#include "../admin_server.hpp"
+#endif
+
 #endif  // TRACETREE_DETAIL_ADMIN_SOCKET_HPP

@@ -9,12 +9,18 @@
 #include "throw_hook.hpp"
 
 #include <algorithm>  // std::find_if
+#include <cstdio>     // stderr: where TRACETREE_ADMIN's listener says where it listens
 #include <mutex>
 #include <string>
 #include <string_view>
 
 TRACETREE_BEGIN_NAMESPACE
+class AdminServer;
 namespace detail {
+namespace admin {
+// Defined in admin_server.hpp, which is compiled wherever the runtime is (the end of sessions-inl.hpp).
+inline AdminServer* start_admin_from_environment(const char* value, std::FILE* messages);
+}  // namespace admin
 
 // ---- starting the recorder ----------------------------------------------------------------------
 
@@ -30,12 +36,22 @@ TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
     // field being written.
     auto* fresh = new RuntimeImpl(check_throw_hook());
     auto* chosen = static_cast<Recorder*>(settle_recorder(static_cast<Recorder*>(fresh)));
-    if (chosen == fresh) fresh->started();
-    else delete fresh;
-    return as_runtime(chosen);
+    if (chosen != fresh) {
+        delete fresh;
+        return as_runtime(chosen);
+    }
+    fresh->started();
+    // TRACETREE_ADMIN, read when the recorder was made: the copy that started it starts the listener,
+    // once per process, whatever the program includes. A listener that cannot start says why and the
+    // recorder runs on without it.
+    if (!fresh->admin_setting().empty()) {
+        try {
+            admin::start_admin_from_environment(fresh->admin_setting().c_str(), stderr);
+        } catch (...) {
+        }
+    }
+    return *fresh;
 }
-
-TRACETREE_DETAIL_RUNTIME_API std::string take_admin_setting() { return runtime().take_admin_setting(); }
 
 // Files that control tracing start the recorder before main, so that it records from the start.
 TRACETREE_DETAIL_LOCAL inline const bool g_runtime_started = [] {

@@ -310,8 +310,8 @@ public:
         return arena != nullptr ? &ThreadState::of(*arena) : nullptr;
     }
 
-    // TRACETREE_ADMIN as it was when the recorder started, to the first copy that asks; then empty.
-    std::string take_admin_setting() { return admin_setting_taken_.exchange(true) ? std::string() : admin_setting_; }
+    // TRACETREE_ADMIN as it was when the recorder was made; only the copy that made it asks (runtime()).
+    const std::string& admin_setting() const { return admin_setting_; }
 
     RecorderInfo info() {
         RecorderInfo result;
@@ -455,9 +455,8 @@ private:
     pthread_key_t thread_key_{};
     const std::string throw_hook_;  // why this process's throws are not recorded; empty: they are
     const std::string module_;      // the executable or library whose copy made this runtime
-    // TRACETREE_ADMIN when the recorder started, the only time it is read (admin_server.hpp starts it).
+    // TRACETREE_ADMIN when the recorder started, the only time it is read (runtime() starts the listener).
     const std::string admin_setting_;
-    std::atomic<bool> admin_setting_taken_{false};
 
     // The library's one read of the process environment, documented (docs/admin.md, TRACETREE_ADMIN):
     // in the constructor, once, when the recorder starts; never on a scope's path, never written.

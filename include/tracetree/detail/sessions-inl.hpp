@@ -248,4 +248,12 @@ template class Session<WatchEvent>;
 
 TRACETREE_END_NAMESPACE
 
+// The listener TRACETREE_ADMIN starts (runtime(), control-inl.hpp) is compiled where the runtime is:
+// every control file in a header-only build, the one TRACETREE_RUNTIME_IMPLEMENTATION file otherwise.
+// Here, at the runtime's end, once control.hpp and sessions.hpp are declared; while admin.hpp is being
+// read, admin.hpp includes it at its own end instead.
+#ifndef TRACETREE_DETAIL_ADMIN_OPEN
+#include "../admin_server.hpp"
+#endif
+
 #endif  // TRACETREE_DETAIL_SESSIONS_INL_HPP
