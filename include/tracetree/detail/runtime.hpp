@@ -15,6 +15,7 @@
 
 #include "clock.hpp"
 #include "format.hpp"  // java_double: TRACETREE_WATCH numbers
+#include "handoff.hpp"
 #include "process.hpp"
 #include "session_registry.hpp"
 #include "sites.hpp"
@@ -222,6 +223,76 @@ public:
         return site;
     }
 
+    // ---- hand-offs (handoff.hpp) ----
+
+    void capture_here(Arena& arena, HandoffPath& path) noexcept override {
+        ThreadState& state = ThreadState::of(arena);
+        if (state.retired.load()) return;
+        // The outermost levels are kept: counted first, then the innermost ones past the limit skipped.
+        std::uint32_t open = 0;
+        state.open_scopes([&](const SiteInfo*) { ++open; });
+        std::uint32_t skip = open > HandoffPath::kMaxDepth ? open - HandoffPath::kMaxDepth : 0;
+        path.cut = skip != 0;
+        path.depth = open - skip;
+        std::uint32_t at = path.depth;
+        state.open_scopes([&](const SiteInfo* site) {
+            if (skip != 0) {
+                --skip;
+                return;
+            }
+            const InternedSite& known = interned(site);  // a path continued here is the original's
+            path.sites[--at] = known.continues != nullptr ? known.continues : &known;
+        });
+        path.thread_id = state.id;
+        path.fake_clock = clock_.is_test(std::memory_order_relaxed);
+        path.tick = clock_.now(path.fake_clock);
+        path.valid = true;
+    }
+
+    bool continue_at(Arena& arena, const HandoffPath& path, Continuation& saved) noexcept override {
+        ThreadState& state = ThreadState::of(arena);
+        if (state.retired.load()) return false;
+        // Inside a captured invocation, or a scope cut by the node limit, the work stays where it runs.
+        if (state.capture_depth != 0 || state.capture_waits() || arena.cur == &state.overflow) return false;
+        state.apply_pending_reset();
+        const InternedSite* queued = queued_site();
+        if (queued == nullptr) return false;
+        saved.arena = &arena;
+        saved.cur = arena.cur;
+        saved.cur_index = arena.cur_index;
+        saved.depth = arena.depth;
+        state.point_at(*state.main, 0);
+        arena.depth = 0;
+        const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
+        // Levels that do not fit (the depth or node limit) are left off: the work lands higher up.
+        for (std::uint32_t level = 0; level < path.depth && arena.depth + 1 < max_depth; ++level) {
+            const InternedSite* shadow = sites_.continued(path.sites[level]);
+            if (shadow == nullptr || !enter_node(state, shadow)) break;
+        }
+        std::uint32_t index = arena.find(arena.cur_index, queued);
+        if (index == 0) index = state.current->add(arena, arena.cur_index, queued);
+        if (index != 0) {
+            const std::uint64_t now = clock_.now(path.fake_clock);
+            const std::uint64_t waited = now > path.tick ? now - path.tick : 0;  // another core's counter may lag
+            NodeRecord& node = *arena.at(index);
+            bump(node.count);
+            bump(node.total, waited);
+            if (waited < node.min.load(std::memory_order_relaxed)) node.min.store(waited, std::memory_order_relaxed);
+            if (waited > node.max.load(std::memory_order_relaxed)) node.max.store(waited, std::memory_order_relaxed);
+        } else {
+            state.drop(1);
+        }
+        return true;
+    }
+
+    void end_continue(Continuation& saved) noexcept override {
+        Arena& arena = *saved.arena;
+        if (ThreadState::of(arena).retired.load()) return;
+        arena.cur = saved.cur;
+        arena.cur_index = saved.cur_index;
+        arena.depth = saved.depth;
+    }
+
     // ---- owner-only operations for the other copies (virtual, so this copy's code runs them) ----
 
     // Made by this copy: a session outlives the library that asked for it while a thread delivers to it.
@@ -337,6 +408,28 @@ public:
     }
 
 private:
+    // The child of the current node for `site`, made current; false when the tree is full.
+    static bool enter_node(ThreadState& state, const SiteInfo* site) noexcept {
+        Arena& arena = state.arena;
+        std::uint32_t index = arena.find(arena.cur_index, site);
+        if (index == 0) index = state.current->add(arena, arena.cur_index, site);
+        if (index == 0) return false;
+        arena.cur = arena.at(index);
+        arena.cur_index = index;
+        ++arena.depth;
+        return true;
+    }
+    const InternedSite* queued_site() noexcept {
+        if (const InternedSite* known = queued_.load(std::memory_order_acquire)) return known;
+        try {
+            const InternedSite* made = sites_.intern(SiteKind::scope, "[queued]", "", 0, nullptr);
+            queued_.store(made, std::memory_order_release);
+            return made;
+        } catch (...) {
+            return nullptr;
+        }
+    }
+
     static inline const DynamicSlot kNoDynamicSlot{};  // the index of a thread with no run-time name
 
     NodeRecord* find_or_add(Arena& arena, Site* site, const SiteInfo* info) noexcept {
@@ -447,6 +540,7 @@ private:
 
     Clock clock_;
     SiteTable sites_;
+    std::atomic<const InternedSite*> queued_{nullptr};  // the `[queued]` node's site
     ChunkPool chunks_;
     SessionRegistry sessions_;
     Threads threads_{clock_, sessions_, sites_, chunks_};
