@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -379,4 +380,31 @@ TEST_CASE("stack and watch sessions on a continued path") {
     REQUIRE(event);
     REQUIRE(event->values.size() == 1);
     CHECK(event->values[0].second == "42");
+}
+
+TEST_CASE("a continued path in JSON: written and read back") {
+    FakeClock clock;
+    tracetree::Here here;
+    {
+        TRACETREE_SCOPE("json-origin");
+        here = tracetree::here();
+    }
+    std::thread([&] {
+        tracetree::set_thread_name("json-worker");
+        tracetree::Continue on(here);
+        continued_work();
+    }).join();
+    tracetree::Profile only;
+    const auto profile = tracetree::profile();
+    only.threads.push_back(*find_thread(profile, "json-worker"));
+    std::ostringstream json;
+    tracetree::write_json(json, only);
+    const tracetree::Profile back = tracetree::read_profile_json(json.str());
+    REQUIRE(back.threads.size() == 1);
+    REQUIRE(back.threads[0].roots.size() == 1);
+    const auto& origin = back.threads[0].roots[0];
+    CHECK(origin.continued);
+    CHECK(origin.continued_on == "json-worker");
+    CHECK(origin.children.at(1).name == "work");
+    CHECK_FALSE(origin.children.at(1).continued);
 }
