@@ -25,11 +25,11 @@ public:
         post({});
         thread_.join();
     }
+    // Notified under the lock: the last task's poster may still be in notify_one() when the test,
+    // woken by that task, destroys the worker (TSan saw the condition variable destroyed under it).
     void post(std::function<void()> task) {
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            tasks_.push_back(std::move(task));
-        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        tasks_.push_back(std::move(task));
         ready_.notify_one();
     }
 
