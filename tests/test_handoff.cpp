@@ -408,3 +408,73 @@ TEST_CASE("a continued path in JSON: written and read back") {
     CHECK(origin.children.at(1).name == "work");
     CHECK_FALSE(origin.children.at(1).continued);
 }
+
+TEST_CASE("a trace follows the hand-off: the work continued on other threads, in its one tree") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("gathered-request").limit(2));
+    std::vector<tracetree::Here> handed;
+    {
+        TRACETREE_SCOPE("gathered-request");
+        {
+            TRACETREE_SCOPE("gathered-parse");
+            advance(1us);
+        }
+        handed.push_back(tracetree::here());
+        handed.push_back(tracetree::here());
+        advance(1us);
+    }
+    CHECK_FALSE(trace.next(0s));  // held until the work handed off is done
+    std::thread([&] {
+        tracetree::set_thread_name("gather-a");
+        tracetree::Continue on(handed[0]);
+        continued_work();
+    }).join();
+    CHECK_FALSE(trace.next(0s));
+    std::thread([&] {
+        tracetree::set_thread_name("gather-b");
+        const tracetree::Here mine = std::move(handed[1]);
+        handed.clear();  // the first Here is gone; the second lives in `mine` until the task's end
+        tracetree::Continue on(mine);
+        continued_work();
+        advance(3us);
+    }).join();
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    CHECK(captured->thread_name == "test-main");
+    const tracetree::Node& root = captured->root;
+    CHECK(root.name == "gathered-request");
+    CHECK(root.count == 1);
+    REQUIRE(root.children.size() == 3);
+    CHECK(root.children[0].name == "gathered-parse");
+    CHECK(root.children[1].name == "[queued]");
+    CHECK(root.children[1].count == 2);
+    CHECK(root.children[2].name == "work");
+    CHECK(root.children[2].count == 2);
+    CHECK(root.children[2].total == 4us);
+    CHECK(root.total >= root.children[1].total + root.children[2].total);
+    const std::string text = tracetree::to_string(*captured);
+    CHECK(text.find("[queued]") != std::string::npos);
+    // The profile still counts the work on the threads that ran it.
+    const auto profile = tracetree::profile();
+    CHECK(on_path(*find_thread(profile, "gather-a"), {"gathered-request", "work"})->count == 1);
+    CHECK(on_path(*find_thread(profile, "gather-b"), {"gathered-request", "work"})->count == 1);
+}
+
+TEST_CASE("a trace whose hand-off is dropped unused is delivered when the last Here goes") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("dropped-request"));
+    {
+        tracetree::Here kept;
+        {
+            TRACETREE_SCOPE("dropped-request");
+            kept = tracetree::here();
+            tracetree::Here copy = kept;
+            static_cast<void>(copy);
+        }
+        CHECK_FALSE(trace.next(0s));
+    }
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    CHECK(captured->root.name == "dropped-request");
+    CHECK(captured->root.children.empty());
+}

@@ -50,6 +50,23 @@ TRACETREE_BEGIN_NAMESPACE
 class Here {
 public:
     Here() = default;  // continues nothing
+    Here(const Here& other) noexcept : path_(other.path_) { detail::retain(path_.gather); }
+    Here(Here&& other) noexcept : path_(other.path_) { other.path_.gather = nullptr; }
+    Here& operator=(const Here& other) noexcept {
+        detail::retain(other.path_.gather);
+        detail::release(path_.gather);
+        path_ = other.path_;
+        return *this;
+    }
+    Here& operator=(Here&& other) noexcept {
+        if (this != &other) {
+            detail::release(path_.gather);
+            path_ = other.path_;
+            other.path_.gather = nullptr;
+        }
+        return *this;
+    }
+    ~Here() { detail::release(path_.gather); }  // the last one delivers the trace it was taken in
     bool empty() const noexcept { return !path_.valid; }
 
 private:

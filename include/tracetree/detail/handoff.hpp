@@ -8,10 +8,17 @@
 
 #include "recorder.hpp"
 
+#include <atomic>
 #include <cstdint>
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
+
+// A trace capture that work was handed off from (detail/gather.hpp): it is delivered when the last
+// Here and Continue referring to it, and the capture itself, are gone.
+struct GatherRef {
+    std::atomic<std::uint32_t> refs{1};  // the capture's own
+};
 
 // Where here() was taken. Plain data: copied with the task, valid on any thread, for ever (sites are
 // never freed), whether or not the thread that took it is still running.
@@ -24,6 +31,8 @@ struct HandoffPath {
     bool valid = false;           // false: taken while not recording (or compiled out): nothing to continue
     bool fake_clock = false;      // taken on the test clock
     bool cut = false;             // the thread was deeper than kMaxDepth
+    GatherRef* gather = nullptr;  // taken inside a trace capture: the capture waits for this path's work
+    std::uint32_t gather_level = 0;  // the capture's root: sites[gather_level]
 };
 
 // The worker's arena as a Continue found it, put back by end_continue().
@@ -32,7 +41,16 @@ struct Continuation {
     NodeRecord* cur = nullptr;
     std::uint32_t cur_index = 0;
     std::uint32_t depth = 0;
+    GatherRef* gather = nullptr;  // the work goes to that capture too: recorded in a tree of its own
+    void* tree = nullptr;         // that tree (the runtime's)
 };
+
+inline void retain(GatherRef* gather) noexcept {
+    if (gather != nullptr) gather->refs.fetch_add(1, std::memory_order_relaxed);
+}
+inline void release(GatherRef* gather) noexcept {
+    if (gather != nullptr && gather->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) find_recorder()->gathered(*gather);
+}
 
 inline Arena* recording_arena() noexcept {
     Arena* arena = tls_arena();

@@ -327,6 +327,7 @@ class Scope;
 class RuntimeImpl;
 struct HandoffPath;   // detail/handoff.hpp
 struct Continuation;
+struct GatherRef;
 
 // The slow paths, implemented once per process (detail/runtime.hpp). Every copy of this header (the
 // executable, shared libraries, plugins) calls the same object, so one profile sees all of them.
@@ -347,6 +348,7 @@ public:
     virtual void capture_here(Arena& arena, HandoffPath& path) noexcept = 0;
     virtual bool continue_at(Arena& arena, const HandoffPath& path, Continuation& saved) noexcept = 0;
     virtual void end_continue(Continuation& saved) noexcept = 0;
+    virtual void gathered(GatherRef& gather) noexcept = 0;  // the last reference is gone: deliver
 
 protected:
     ~Recorder() = default;  // never destroyed: threads may record until the process ends

@@ -38,6 +38,7 @@ struct Capture {  // one invocation being recorded for trace sessions, on its ow
     bool values = false;               // a session wants TRACETREE_WATCH values
     std::uint8_t outer_values = 0;     // the arena's wish for values before this capture
     const NodeRecord* deferred_from = nullptr;  // started late (begin()): its scope's node in `outer`
+    GatherRef* gather = nullptr;  // here() was taken inside it: delivered when that work is done (gather.hpp)
 };
 
 // A scope watched by stack, watch or monitor sessions, while it runs.

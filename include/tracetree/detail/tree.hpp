@@ -191,7 +191,8 @@ public:
             const NodeRecord& source = *at(i);
             const std::uint64_t count = source.count.load(std::memory_order_relaxed);
             const std::uint32_t dropped = source.dropped.load(std::memory_order_relaxed);
-            if (count == 0 && dropped == 0) continue;
+            // A hand-off's path (no calls of its own) is folded for what is below it.
+            if (count == 0 && dropped == 0 && interned(source.site).continues == nullptr) continue;
             std::uint32_t& target_index = folded_into_[i];
             const bool parent_folded = source.parent == 0 || folded_into_[source.parent] != 0;
             if (target_index == 0 && parent_folded) {
