@@ -1,5 +1,6 @@
-// Work that crosses threads: a poller parses each request and hands the rest to a worker pool. The
-// profile shows the workers' time under the request that handed it off, and the queue wait apart.
+// Work that crosses threads: a poller parses each request and hands the rest to a worker pool. A
+// trace of a request and the profile show the workers' time under the request that handed it off,
+// and the queue wait apart.
 #include <tracetree/all.hpp>  // annotated files need only <tracetree/tracetree.hpp> and <tracetree/handoff.hpp>
 
 #include <chrono>
@@ -84,10 +85,13 @@ void serve(Pool& pool, int request) {
 
 int main() {
     tracetree::set_thread_name("poller");
+    // A trace of one request follows its work to the worker: delivered once that work is done.
+    tracetree::TraceSession trace(tracetree::TraceRequest("serve"));
     {
         Pool pool(2);
         for (int request = 0; request < 20; ++request) serve(pool, request);
     }  // the pool drains its queue
+    for (const tracetree::Trace& t : trace.collect(std::chrono::seconds(1))) tracetree::render(std::cout, t);
     const tracetree::Profile profile = tracetree::profile();
     for (const tracetree::ThreadProfile& thread : profile.threads)
         if (thread.thread_name == "worker-0") tracetree::render(std::cout, thread);

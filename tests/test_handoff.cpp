@@ -232,6 +232,8 @@ TEST_CASE("many hand-offs from one site fold into one path per worker") {
 
 TEST_CASE("exact counts: tasks bouncing across 8 threads, cancelled, outliving their scope") {
     tracetree::reset();
+    // Every request traced: its first hop is gathered into its trace, in a tree of the worker's own.
+    tracetree::TraceSession traces(tracetree::TraceRequest("request").limit(kRequests));
     std::vector<std::unique_ptr<HandoffWorker>> workers;
     for (int i = 0; i < kThreads; ++i) workers.push_back(std::make_unique<HandoffWorker>("bounce-" + std::to_string(i)));
     HandoffLatch done(kRequests);
@@ -270,6 +272,14 @@ TEST_CASE("exact counts: tasks bouncing across 8 threads, cancelled, outliving t
     CHECK(find_child(*request, "[queued]")->count == kRequests * kHops);
     CHECK(find_child(*request, "hop")->count == kRequests * kHops);
     CHECK(merged.roots.size() == 1);
+    const auto delivered = traces.collect(0s);
+    CHECK(delivered.size() == kRequests);
+    for (const auto& trace : delivered) {
+        REQUIRE(trace.root.children.size() == 2);
+        CHECK(trace.root.children[0].name == "[queued]");
+        CHECK(trace.root.children[1].name == "hop");
+        CHECK(trace.root.children[1].count == 1);
+    }
 }
 
 TEST_CASE("a Here outlives the thread that took it; deep paths keep their outermost 8 levels") {
