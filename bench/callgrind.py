@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions per operation of the benchmark's kernels, counted by callgrind: run by scripts/bench.
 
-    bench/callgrind.py --exe build-bench/bench/tracetree-bench --build build-bench [--breakdown K ...]
+    bench/callgrind.py --exe build-bench/bench/tracetree-bench --build build-bench [--breakdown K ...] [--only K ...]
 
 Each kernel runs as `tracetree-bench --kernel NAME N` under `valgrind --tool=callgrind` for a small and
 a large N; the difference in instructions over the difference in operations cancels start-up,
@@ -164,10 +164,13 @@ def main():
     parser.add_argument("--build", required=True)
     parser.add_argument("--breakdown", nargs="*", default=[])
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--only", nargs="*", default=[], help="these kernels alone (comparing a change by hand)")
     args = parser.parse_args()
     exe, build = os.path.abspath(args.exe), os.path.abspath(args.build)
     if os.uname().machine != "x86_64":
         del KERNELS[0]
+    if args.only:
+        KERNELS[:] = [k for k in KERNELS if k[0] in args.only]
 
     with tempfile.TemporaryDirectory() as workdir:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -186,6 +189,8 @@ def main():
         print("Loop overhead is in every row (about 3 instructions: the compiled-out row).")
         print()
         for order in ("in-order", "shuffled"):
+            if any(f"siblings-{k}-{order}" not in per for k in SIBLINGS):
+                continue
             counts = [per[f"siblings-{k}-{order}"] for k in SIBLINGS]
             growth = counts[-1] / counts[1] - 1
             print(f"- instructions per scope for 2, 20, 200 and 1,000 call sites, {order.replace('-', ' ')}: "

@@ -257,12 +257,14 @@ struct Arena {
 
     NodeRecord* at(std::uint32_t index) const noexcept { return &chunks[index >> kChunkBits][index & kChunkMask]; }
 
-    // The hot path: the node for `site` under the current node, made current; null: not recorded.
+    // The hot path: the node for `site` under the current node, made current, and in `parent` the node
+    // it was entered under, which leave() goes back to without looking it up; null: not recorded.
     // Calls repeat (the child entered last) or go through the siblings in order (the one created
     // after it); anything else is one probe of the tree's child index.
-    TRACETREE_DETAIL_INLINE NodeRecord* enter(Site* site, const SiteInfo* info) noexcept {
-        if (depth >= depth_limit.load(std::memory_order_relaxed)) return enter_limited(site, info);
+    TRACETREE_DETAIL_INLINE NodeRecord* enter(Site* site, const SiteInfo* info, NodeRecord*& parent) noexcept {
+        if (depth >= depth_limit.load(std::memory_order_relaxed)) return parent_of(enter_limited(site, info), parent);
         ++depth;  // here, not beside cur_index: g++ would pack the two stores through a vector register
+        parent = cur;
         std::uint32_t index = cur->hint;
         NodeRecord* node = at(index);
         if (node->site != info) {
@@ -270,7 +272,7 @@ struct Arena {
             node = at(index);
             if (node->site != info) {
                 index = find(cur_index, info);
-                if (index == 0) return --depth, add(site, info);
+                if (index == 0) return --depth, parent_of(add(site, info), parent);
                 node = at(index);
             }
             cur->hint = index;
@@ -282,27 +284,25 @@ struct Arena {
 
     // The node of run-time name number `name`: the one it had the last time, when the parent is the
     // same and the tree the thread's own; else as enter() finds it, remembered for next time.
-    TRACETREE_DETAIL_INLINE NodeRecord* enter(std::uint32_t name, const SiteInfo* info) noexcept {
+    TRACETREE_DETAIL_INLINE NodeRecord* enter(std::uint32_t name, const SiteInfo* info, NodeRecord*& parent) noexcept {
         DynamicLink& link = dynamic_links[name];
         if (link.parent == cur_index && main_tree && depth < depth_limit.load(std::memory_order_relaxed)) {
+            parent = cur;
             cur_index = link.child;
             cur = at(cur_index);
             ++depth;
             return cur;
         }
-        NodeRecord* node = enter(nullptr, info);
+        NodeRecord* node = enter(nullptr, info, parent);
         // A node of the thread's tree (not the overflow); its parent read from it, as the arena may have
         // moved on the way (a deferred capture that started, or was given up).
         if (node != nullptr && main_tree && node == at(cur_index)) link = DynamicLink{node->parent, cur_index};
         return node;
     }
 
-    TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
-        leave(node, elapsed, *uncaught > uncaught_at_entry);
-    }
     // Apart from the counters, nothing waits for the clock: the caller reads the exception count
     // before it. Depth first, as in enter().
-    TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, std::uint64_t elapsed, bool threw) noexcept {
+    TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, NodeRecord* parent, std::uint64_t elapsed, bool threw) noexcept {
         --depth;
         bump(node->count);
         bump(node->total, elapsed);
@@ -310,7 +310,22 @@ struct Arena {
         if (elapsed > node->max.load(std::memory_order_relaxed)) node->max.store(elapsed, std::memory_order_relaxed);
         if (threw) bump_saturating(node->throws);
         cur_index = node->parent;
-        cur = at(cur_index);
+        cur = parent;
+    }
+
+    // The slow paths' forms: the parent looked up in the tree the arena records into now (a node the
+    // runtime made may sit in another tree than the one it was asked under: a capture's).
+    NodeRecord* parent_of(NodeRecord* node, NodeRecord*& parent) const noexcept {
+        parent = node != nullptr ? at(node->parent) : nullptr;
+        return node;
+    }
+    NodeRecord* enter(Site* site, const SiteInfo* info) noexcept {
+        NodeRecord* parent;
+        return enter(site, info, parent);
+    }
+    void leave(NodeRecord* node, std::uint64_t elapsed, bool threw) noexcept { leave(node, at(node->parent), elapsed, threw); }
+    void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
+        leave(node, elapsed, *uncaught > uncaught_at_entry);
     }
 
     std::uint32_t find(std::uint32_t parent, const SiteInfo* info) const noexcept {
@@ -395,7 +410,7 @@ NameRef name_ref(const Text& text) noexcept {
 class Scope {
 public:
     // Every field set: in registers, as they are here, the compiler checks each path for them.
-    TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept : arena_(nullptr), start_(0), uncaught_(0), slow_(0) {
+    TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept : parent_(nullptr), arena_(nullptr), start_(0), uncaught_(0), slow_(0) {
         Arena* arena = tls_arena();
         if (arena == nullptr && (arena = join_thread()) == nullptr) return;
         begin(*arena, &site, site.info.load(std::memory_order_acquire));
@@ -417,7 +432,7 @@ public:
         if (node_ == nullptr) return;
         if (TRACETREE_DETAIL_LIKELY(slow_ == 0)) {
             const bool threw = *arena_->uncaught > uncaught_;
-            arena_->leave(node_, ticks() - start_, threw);
+            arena_->leave(node_, parent_, ticks() - start_, threw);
             return;
         }
         end_slow(node_, arena_, start_, uncaught_, slow_);
@@ -437,9 +452,10 @@ private:
 
     // The runtime's slow paths get a copy, never this object: once its address escaped, the compiler
     // would keep its fields in memory on the fast path too (a store and a load each, per scope).
-    Scope() noexcept : arena_(nullptr), start_(0), uncaught_(0), slow_(0) {}
+    Scope() noexcept : parent_(nullptr), arena_(nullptr), start_(0), uncaught_(0), slow_(0) {}
     void take(Scope& from) noexcept {
-        node_ = from.node_, arena_ = from.arena_, start_ = from.start_, uncaught_ = from.uncaught_, slow_ = from.slow_;
+        node_ = from.node_, parent_ = from.parent_, arena_ = from.arena_, start_ = from.start_, uncaught_ = from.uncaught_;
+        slow_ = from.slow_;
         from.node_ = nullptr;
     }
     // Out of line, so that ~Scope does not contain a Scope's destruction (clang++ would not inline it).
@@ -453,6 +469,7 @@ private:
 
     // Filled by begin() here or by the runtime's slow path; read by the runtime's end().
     NodeRecord* node_ = nullptr;  // null: not recorded, and nothing below is read
+    NodeRecord* parent_;          // where the fast path's end goes back to (Arena::enter)
     Arena* arena_;
     std::uint64_t start_;
     unsigned int uncaught_;
@@ -466,7 +483,7 @@ private:
         if (flags == kRecording ||
             (flags == (kRecording | kSessions) &&
              info->watch.load(std::memory_order_relaxed) == arena.epoch_word.load(std::memory_order_relaxed))) {
-            node_ = name != kNoName ? arena.enter(name, info) : arena.enter(site, info);
+            node_ = name != kNoName ? arena.enter(name, info, parent_) : arena.enter(site, info, parent_);
             if (node_ == nullptr) return;
             arena_ = &arena;
             slow_ = 0;

@@ -126,7 +126,8 @@ public:
             state.enter_capture();
             slow |= Scope::kCaptureRoot;
         }
-        NodeRecord* node = arena.enter(site, info);
+        NodeRecord* parent = nullptr;
+        NodeRecord* node = arena.enter(site, info, parent);
         if (node == nullptr || node == &state.overflow) framed = 0;
         if (node == nullptr) {
             if ((slow & Scope::kCaptureRoot) != 0) end_capture(state, 0, false);
@@ -145,6 +146,7 @@ public:
             }
         }
         scope.node_ = node;
+        scope.parent_ = parent;  // where ~Scope goes back to when `slow` stays 0
         scope.arena_ = &arena;
         scope.slow_ = slow;
         scope.uncaught_ = *arena.uncaught;
