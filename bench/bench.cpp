@@ -121,6 +121,8 @@ std::vector<Case> scope_cases() {
         {"scope nested in an unwatched invocation (1,024 per invocation)", "nested", kernel_nested, kScopes},
         {"scope nested in a watched invocation (min_cost never reached)", "nested-watched", kernel_nested_watched, kScopes,
          1, "nested"},
+        {"hand-off: `here()`, `Continue` and its end (one thread, no queue)", "handoff", kernel_handoff, kScopes},
+        {"scope on a continued path (inside a `Continue`)", "continued", kernel_continued, kScopes, 1, "enabled"},
     };
 }
 
@@ -399,6 +401,9 @@ int timing_mode(int rounds) {
               ratio_cell, "watched");
     t.at_most("scope nested in a watched invocation <= 1.3x nested in an unwatched one", vs("nested-watched"), 1.3,
               ratio_cell, "nested-watched");
+    t.at_most("hand-off (`here()`, `Continue`, its end) <= 100 ns", stats(find_case(scopes, "handoff").ns).median, 100,
+              ns_cell, "handoff");
+    t.at_most("scope on a continued path <= 1.10x one that is not", vs("continued"), 1.10, ratio_cell, "continued");
     t.row("no allocation per watched invocation below min_cost (steady state)",
           count_cell(watched.calls) + " allocations in 100,000 invocations", watched.calls == 0, "watched");
     {  // within noise: no farther from 1.00x than half the spread of its own per-round ratios, or 2%

@@ -4,6 +4,7 @@
 #include "kernels.hpp"
 
 #include <tracetree/control.hpp>
+#include <tracetree/handoff.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -21,7 +22,7 @@ namespace {
 // What the kernels ran, for the checks.
 std::uint64_t g_two_threads = 0;  // scopes of kernel_two_threads, on both threads
 std::uint64_t g_enabled = 0, g_disabled = 0, g_fib_runs = 0, g_with_watch = 0, g_nested = 0, g_invocations = 0,
-              g_two_watches = 0;
+              g_two_watches = 0, g_handoffs = 0, g_continued = 0;
 
 }  // namespace
 
@@ -268,6 +269,40 @@ std::uint64_t kernel_two_watches(std::uint64_t n, Timer& timer) {
 
 // ---- invocations: an outer scope and what it calls ------------------------------------------------
 
+// ---- hand-offs (handoff.hpp) -----------------------------------------------------------------------
+
+// here(), then Continue and its end, on one thread: the hand-off's own cost, without a queue.
+std::uint64_t kernel_handoff(std::uint64_t n, Timer& timer) {
+    TRACETREE_SCOPE("bench.handoff");
+    timer.start();
+    for (std::uint64_t i = 0; i < n; ++i) {
+        const tracetree::Here here = tracetree::here();
+        tracetree::Continue on(here);
+        clobber();
+    }
+    timer.stop();
+    g_handoffs += n;
+    return n;
+}
+
+// A scope on a continued path: the hot path, under a hand-off's nodes.
+std::uint64_t kernel_continued(std::uint64_t n, Timer& timer) {
+    tracetree::Here here;
+    {
+        TRACETREE_SCOPE("bench.continued.origin");
+        here = tracetree::here();
+    }
+    tracetree::Continue on(here);
+    timer.start();
+    for (std::uint64_t i = 0; i < n; ++i) {
+        TRACETREE_SCOPE("bench.continued");
+        clobber();
+    }
+    timer.stop();
+    g_continued += n;
+    return n;
+}
+
 std::uint64_t kernel_nested(std::uint64_t n, Timer& timer) {  // n: inner scopes, 1,024 to an invocation
     const std::uint64_t invocations = std::max<std::uint64_t>(1, n / kNestedPerInvocation);
     timer.start();
@@ -426,6 +461,20 @@ bool check_scopes(const tracetree::Profile& p) {
     ok &= check(count_of(invocation) == g_invocations &&
                     children_exact(invocation, g_invocations != 0 ? kInvocationNodes - 1 : 0, kSiblingName, g_invocations),
                 "every scope of the 20-node invocations recorded, captured or not");
+    const auto continued_root = [&](const char* name) -> const tracetree::Node* {
+        for (const tracetree::ThreadProfile& t : p.threads)
+            if (t.thread_name == kMainThread)
+                for (const tracetree::Node& root : t.roots)
+                    if (root.name == name && root.continued) return &root;
+        return nullptr;
+    };
+    const tracetree::Node* handoff = continued_root("bench.handoff");
+    ok &= check(g_handoffs == 0 || (handoff != nullptr && children_exact(handoff, 1, "[queued]", g_handoffs)),
+                "every hand-off counted once, on one [queued] node");
+    const tracetree::Node* continued = continued_root("bench.continued.origin");
+    ok &= check(g_continued == 0 || (continued != nullptr && continued->children.size() == 2 &&
+                                     count_of(&continued->children[1]) == g_continued),
+                "every scope on a continued path recorded under it");
     return ok;
 }
 

@@ -1,11 +1,14 @@
 // Built with TRACETREE_DISABLE: the macros leave nothing behind and evaluate nothing.
 #include <tracetree/tracetree.hpp>
 #include <tracetree/control.hpp>
+#include <tracetree/handoff.hpp>
 
 #include <doctest/doctest.h>
 
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <type_traits>
 
 static int evaluated = 0;
 [[maybe_unused]] static std::string name_with_side_effect() {
@@ -31,4 +34,18 @@ TEST_CASE("disabled macros compile to nothing and do not evaluate their argument
     CHECK(profile.threads.empty());  // nothing in this program ever recorded
     if (true) TRACETREE_SCOPE("a valid statement");  // expands to a single statement
     CHECK_THROWS_WITH_AS(TRACETREE_THROW(std::runtime_error("still thrown")), "still thrown", std::runtime_error);
+}
+
+TEST_CASE("disabled hand-offs do nothing, and a wrapped task is the task itself") {
+    const tracetree::Here here = tracetree::here();
+    static_assert(std::is_empty<tracetree::Here>::value, "nothing captured");
+    int ran = 0;
+    auto task = tracetree::wrap(here, [&ran] { ++ran; });
+    std::thread([&] {
+        tracetree::Continue on(here);
+        task();
+        traced(2);
+    }).join();
+    CHECK(ran == 1);
+    CHECK(tracetree::profile().threads.empty());
 }

@@ -16,7 +16,8 @@
 // Double.toString prints them (`3.0`, `0.096584`, `8.55E-4`); ` #line` (the scope macro's line);
 // `[throws Exception]` or `[throws Exception,N]`; a throw as `throw:<type> #<line> [<what()>]`,
 // folded throws with a leading `[count=N]`; TRACETREE_WATCH values (traces that asked for them) as
-// `@name=value` lines before a node's children; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
+// `@name=value` lines before a node's children; a hand-off's path (continued here, not called here:
+// handoff.hpp) as `[continued]`, its innermost node `[continued on <thread>]`, in place of the cost; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
 // (id in decimal, as Arthas 4 prints it); the costliest node below the root in red.
 #ifndef TRACETREE_RENDER_HPP
 #define TRACETREE_RENDER_HPP
@@ -87,6 +88,10 @@ inline bool use_colour(std::ostream& out, Colour colour) {
 // The cost bracket: root `[Xms]`, a call `[P.PP% Xms ]`, folded `[P.PP% min=..,max=..,total=..,count=N]`.
 // `parent` is null for roots and for children of a still-running node (no total to divide by).
 inline void append_cost(std::string& out, const Node& node, const Node* parent) {
+    if (node.continued) {
+        out += node.continued_on.empty() ? "[continued]" : "[continued on " + node.continued_on + ']';
+        return;
+    }
     if (node.count == 0) {
         out += "[running]";
         return;
@@ -162,7 +167,7 @@ struct TreeWriter {
                 .append(node.values[i].second)
                 .append(1, '\n');
         out.write(text.data(), static_cast<std::streamsize>(text.size()));
-        const Node* total_holder = node.count != 0 ? &node : nullptr;
+        const Node* total_holder = node.count != 0 || node.continued ? &node : nullptr;
         for (std::size_t i = 0; i < node.children.size(); ++i)
             line(i + 1 == node.children.size() && node.dropped == 0, node.children[i], total_holder, true);
         if (node.dropped != 0)
@@ -208,6 +213,7 @@ inline void human_rows(std::ostream& out, const Node& node, const std::string& p
         << pad_left(std::to_string(node.count), 8) << pad_left(duration(node.min), 11)
         << pad_left(duration(node.max), 11) << "  " << prefix << branch << node.name;
     if (node.line != 0 && !branch.empty()) out << " #" << node.line;
+    if (node.continued) out << (node.continued_on.empty() ? "  (continued)" : "  (continued on " + node.continued_on + ")");
     if (node.throws != 0) out << "  (" << node.throws << " threw)";
     if (node.dropped != 0) out << "  (" << node.dropped << " calls below not recorded)";
     out << '\n';

@@ -35,6 +35,10 @@ struct Node {
     std::uint64_t dropped = 0;  // calls below this node not recorded: depth or node limit reached
     std::optional<std::string> message;  // thrown: what() of the last one, when it derives from std::exception
     std::vector<std::pair<std::string, std::string>> values;  // TRACETREE_WATCH values, when a trace asked for them
+    // Continued here, not called here: a hand-off's path (handoff.hpp) on the thread that ran the work.
+    // Its count is 0 (the calls were counted where they were made) and its total its children's.
+    bool continued = false;
+    std::string continued_on;  // the innermost node of such a path: the thread that ran the work below it
     std::vector<Node> children;  // in order of first call
 
     Nanos self() const;             // total minus the children's totals, never negative
@@ -191,6 +195,12 @@ inline void Node::merge(const Node& other) {
     if (other.count != 0) {
         min = count == 0 ? other.min : std::min(min, other.min);
         max = std::max(max, other.max);
+    }
+    if (!continued || !other.continued) {  // folded with the calls themselves: no longer only a path
+        continued = false;
+        continued_on.clear();
+    } else if (continued_on != other.continued_on) {
+        continued_on = "several threads";
     }
     count += other.count;
     total += other.total;

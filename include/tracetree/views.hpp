@@ -771,7 +771,7 @@ inline Node read_node(JsonReader& reader) {
     Node node;
     const std::size_t start = reader.position();
     Keys keys(reader, {"name", "file", "line", "count", "total_ns", "min_ns", "max_ns", "throws", "dropped", "children",
-                       "kind", "message", "values"});
+                       "kind", "message", "values", "continued", "continued_on"});
     reader.object([&](const std::string& key, std::size_t at) {
         switch (keys.find(key, at)) {
         case 0: node.name = reader.string(); break;
@@ -801,6 +801,8 @@ inline Node read_node(JsonReader& reader) {
                 node.values.emplace_back(std::move(pair[0]), std::move(pair[1]));
             });
             break;
+        case 13: node.continued = reader.boolean(); break;
+        case 14: node.continued_on = reader.string(); break;
         default: reader.skip_value();
         }
     });
@@ -857,6 +859,8 @@ inline void write_node(std::ostream& out, const Node& node, std::size_t depth) {
     out << '\n' << std::string(2 * depth, ' ') << "{\"name\":" << json_string(node.name);
     if (node.kind == NodeKind::thrown) out << ",\"kind\":\"throw\"";
     if (node.message) out << ",\"message\":" << json_string(*node.message);
+    if (node.continued) out << ",\"continued\":true";
+    if (!node.continued_on.empty()) out << ",\"continued_on\":" << json_string(node.continued_on);
     if (!node.values.empty()) {
         out << ",\"values\":";
         write_pairs(out, node.values);

@@ -340,6 +340,9 @@ struct Arena {
 
 class Scope;
 class RuntimeImpl;
+struct HandoffPath;   // detail/handoff.hpp
+struct Continuation;
+struct GatherRef;
 
 // The slow paths, implemented once per process (detail/runtime.hpp). Every copy of this header (the
 // executable, shared libraries, plugins) calls the same object, so one profile sees all of them.
@@ -356,6 +359,11 @@ public:
     virtual void value(Arena& arena, const char* name, const char* text, std::size_t size, bool cut) noexcept = 0;
     virtual void value(Arena& arena, const char* name, double number) noexcept = 0;
     virtual void value(Arena& arena, const char* name, void (*print)(std::ostream&, const void*), const void* object) noexcept = 0;
+    // Hand-offs (detail/handoff.hpp): where this thread is; continuing there on this thread, and back.
+    virtual void capture_here(Arena& arena, HandoffPath& path) noexcept = 0;
+    virtual bool continue_at(Arena& arena, const HandoffPath& path, Continuation& saved) noexcept = 0;
+    virtual void end_continue(Continuation& saved) noexcept = 0;
+    virtual void gathered(GatherRef& gather) noexcept = 0;  // the last reference is gone: deliver
 
 protected:
     ~Recorder() = default;  // never destroyed: threads may record until the process ends

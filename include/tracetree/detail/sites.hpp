@@ -29,6 +29,10 @@ struct InternedSite : SiteInfo {
     std::string match_name;  // what trace patterns see: the name without "()"
     std::string file;
     std::uint32_t line = 0;
+    // A hand-off's path in a worker's tree has nodes of their own (their calls were counted where they
+    // were made): the shadow of a site points at it, and a site finds its shadow here once made.
+    const InternedSite* continues = nullptr;
+    mutable std::atomic<const InternedSite*> shadow{nullptr};
 };
 inline const InternedSite& interned(const SiteInfo* info) noexcept { return *static_cast<const InternedSite*>(info); }
 
@@ -137,6 +141,36 @@ public:
         }
         if (site == nullptr && room) dropped_names_.fetch_add(1, std::memory_order_relaxed);
         return site;
+    }
+
+    // The shadow of `info` (SiteInfo: a hand-off path's node); null when out of memory.
+    const InternedSite* continued(const SiteInfo* info) noexcept {
+        const InternedSite& of = interned(info);
+        if (const InternedSite* known = of.shadow.load(std::memory_order_acquire)) return known;
+        try {
+            std::string key(1, 'c');
+            key.append(reinterpret_cast<const char*>(&info), sizeof info);
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto& slot = sites_[key];
+            if (!slot) {
+                auto made = std::make_unique<InternedSite>();
+                made->kind = of.kind;
+                made->name = of.name;
+                made->match_name = of.match_name;
+                made->file = of.file;
+                made->line = of.line;
+                made->origin = of.origin;
+                made->SiteInfo::name = made->name.data();
+                made->name_size = of.name_size;
+                made->continues = &of;
+                made->interned = true;
+                slot = std::move(made);
+                of.shadow.store(slot.get(), std::memory_order_release);
+            }
+            return slot.get();
+        } catch (...) {
+            return nullptr;
+        }
     }
 
     void set_max_name_bytes(std::uint64_t bytes) noexcept { max_name_bytes_.store(bytes); }

@@ -38,6 +38,7 @@ struct Capture {  // one invocation being recorded for trace sessions, on its ow
     bool values = false;               // a session wants TRACETREE_WATCH values
     std::uint8_t outer_values = 0;     // the arena's wish for values before this capture
     const NodeRecord* deferred_from = nullptr;  // started late (begin()): its scope's node in `outer`
+    GatherRef* gather = nullptr;  // here() was taken inside it: delivered when that work is done (gather.hpp)
 };
 
 // A scope watched by stack, watch or monitor sessions, while it runs.
@@ -346,6 +347,21 @@ public:
         }
     }
 
+    // Calls `visit(site)` for each open scope of this thread, innermost first, across the captures it
+    // is inside (also while a capture waits, or inside a scope cut by the node limit).
+    template <class Visit>
+    void open_scopes(Visit&& visit) const {
+        const Tree* tree = current;
+        std::uint32_t index = capture_waits() ? deferred.parent : arena.cur_index;
+        for (std::uint32_t capture = capture_depth;;) {
+            for (; index != 0; index = tree->at(index)->parent) visit(tree->at(index)->site);
+            if (capture == 0) return;
+            const Capture& outer = captures[--capture];
+            tree = outer.outer;
+            index = outer.outer_cur_index;
+        }
+    }
+
     // Starts watching this invocation for stack, watch and monitor sessions; false when it cannot.
     bool push_frame(const SiteInfo* site, const NodeRecord* node, std::uint32_t mask) noexcept {
         try {
@@ -416,15 +432,7 @@ private:
     // The open scopes of this thread, innermost first, across the captures it is inside.
     void collect_chain(std::vector<const SiteInfo*>& chain) {
         chain.clear();
-        const Tree* tree = current;
-        std::uint32_t index = arena.cur_index;
-        for (std::uint32_t capture = capture_depth;;) {
-            for (; index != 0; index = tree->at(index)->parent) chain.push_back(tree->at(index)->site);
-            if (capture == 0) return;
-            const Capture& outer = captures[--capture];
-            tree = outer.outer;
-            index = outer.outer_cur_index;
-        }
+        open_scopes([&](const SiteInfo* site) { chain.push_back(site); });
     }
 
     void keep_spare(std::unique_ptr<Tree> tree) noexcept {

@@ -349,7 +349,7 @@ private:
             std::lock_guard<std::mutex> lock(state.mutex);
             messages = tree->messages;
         }
-        profile.roots = to_values(*tree, ratio, &messages);
+        profile.roots = to_values(*tree, ratio, &messages, nullptr, profile.thread_name);
         return profile;
     }
     ThreadTimeline thread_timeline(ThreadState& state, double ratio) {

@@ -191,7 +191,8 @@ public:
             const NodeRecord& source = *at(i);
             const std::uint64_t count = source.count.load(std::memory_order_relaxed);
             const std::uint32_t dropped = source.dropped.load(std::memory_order_relaxed);
-            if (count == 0 && dropped == 0) continue;
+            // A hand-off's path (no calls of its own) is folded for what is below it.
+            if (count == 0 && dropped == 0 && interned(source.site).continues == nullptr) continue;
             std::uint32_t& target_index = folded_into_[i];
             const bool parent_folded = source.parent == 0 || folded_into_[source.parent] != 0;
             if (target_index == 0 && parent_folded) {
@@ -279,9 +280,10 @@ public:  // last: what add() reads shares a cache line with `capacity`
 // Each Node is made once, in its parent's `children`, reserved to size from the counters first: no
 // Node is moved, and no scratch copy of the tree is allocated (fresh memory costs a page fault per
 // page, which at 200 bytes a Node was most of a snapshot's time).
+// `thread`: the name of the tree's thread, which the innermost node of a hand-off's path names.
 inline std::vector<Node> to_values(const Tree& tree, double ratio,
                                    const std::unordered_map<std::uint32_t, std::string>* messages,
-                                   const decltype(Tree::values)* values = nullptr) {
+                                   const decltype(Tree::values)* values = nullptr, const std::string& thread = {}) {
     const std::uint32_t size = tree.nodes();
     if (size == 0) return {};
     // Pass 1, from the counters: which nodes are kept, and each node's kept children, in index order
@@ -315,6 +317,7 @@ inline std::vector<Node> to_values(const Tree& tree, double ratio,
         node.count = record.count.load(std::memory_order_relaxed);
         node.throws = record.throws.load(std::memory_order_relaxed);
         node.dropped = record.dropped.load(std::memory_order_relaxed);
+        node.continued = site.continues != nullptr;
         if (node.kind == NodeKind::call && node.count != 0) {
             node.total = to_nanos(record.total.load(std::memory_order_relaxed), ratio);
             node.max = std::min(to_nanos(record.max.load(std::memory_order_relaxed), ratio), node.total);
@@ -352,8 +355,13 @@ inline std::vector<Node> to_values(const Tree& tree, double ratio,
                 continue;
             }
             Nanos children_total{0};
-            for (const Node& child : node.children) children_total += child.total;
-            if (node.count != 0 && node.total < children_total) node.total = children_total;
+            bool path_below = false;
+            for (const Node& child : node.children) {
+                children_total += child.total;
+                path_below = path_below || child.continued;
+            }
+            if ((node.count != 0 && node.total < children_total) || node.continued) node.total = children_total;
+            if (node.continued && !path_below) node.continued_on = thread;
             continue;
         }
         const std::uint32_t i = order[top.next++];

@@ -1,0 +1,490 @@
+// Hand-offs (handoff.hpp): work continued on another thread under its logical parent, with its wait.
+#include "support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+using namespace test;
+
+namespace {
+
+// A thread that runs what it is given, in order; joined by its destructor after the queue is empty.
+class HandoffWorker {
+public:
+    explicit HandoffWorker(std::string name) : thread_([this, name] { run(name); }) {}
+    ~HandoffWorker() {
+        post({});
+        thread_.join();
+    }
+    // Notified under the lock: the last task's poster may still be in notify_one() when the test,
+    // woken by that task, destroys the worker (TSan saw the condition variable destroyed under it).
+    void post(std::function<void()> task) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        tasks_.push_back(std::move(task));
+        ready_.notify_one();
+    }
+
+private:
+    void run(const std::string& name) {
+        tracetree::set_thread_name(name);
+        for (;;) {
+            std::function<void()> task;
+            {
+                std::unique_lock<std::mutex> lock(mutex_);
+                ready_.wait(lock, [&] { return !tasks_.empty(); });
+                task = std::move(tasks_.front());
+                tasks_.pop_front();
+            }
+            if (!task) return;
+            task();
+        }
+    }
+    std::mutex mutex_;
+    std::condition_variable ready_;
+    std::deque<std::function<void()>> tasks_;
+    std::thread thread_;
+};
+
+// Counts down to zero; wait() returns then.
+class HandoffLatch {
+public:
+    explicit HandoffLatch(int count) : count_(count) {}
+    void count_down() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (--count_ == 0) zero_.notify_all();
+    }
+    void wait() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        zero_.wait(lock, [&] { return count_ == 0; });
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable zero_;
+    int count_;
+};
+
+const tracetree::Node* on_path(const tracetree::ThreadProfile& thread, std::initializer_list<const char*> names) {
+    const tracetree::Node* node = nullptr;
+    for (const char* name : names) {
+        node = node == nullptr ? find_root(thread, name) : find_child(*node, name);
+        if (node == nullptr) return nullptr;
+    }
+    return node;
+}
+
+void continued_work() {
+    TRACETREE_SCOPE("work");
+    advance(2us);
+}
+
+constexpr int kThreads = 8, kRequests = 200, kHops = 10;  // the stress case
+
+}  // namespace
+
+TEST_CASE("a hand-off: the worker records under the captured path, which says it was continued there") {
+    FakeClock clock;
+    tracetree::Here here;
+    {
+        TRACETREE_SCOPE("request");
+        TRACETREE_SCOPE("handle");
+        here = tracetree::here();
+        advance(1us);
+    }
+    std::thread([&] {
+        tracetree::set_thread_name("worker");
+        tracetree::Continue on(here);
+        continued_work();
+    }).join();
+    const auto profile = tracetree::profile();
+    const auto* worker = find_thread(profile, "worker");
+    REQUIRE(worker != nullptr);
+    const auto* request = on_path(*worker, {"request"});
+    REQUIRE(request != nullptr);
+    CHECK(request->continued);
+    CHECK(request->count == 0);
+    CHECK(request->continued_on.empty());
+    const auto* handle = find_child(*request, "handle");
+    REQUIRE(handle != nullptr);
+    CHECK(handle->continued);
+    CHECK(handle->continued_on == "worker");
+    const auto* done = find_child(*handle, "work");
+    REQUIRE(done != nullptr);
+    CHECK(done->count == 1);
+    CHECK(done->total == 2us);
+    CHECK(handle->total == 3us);  // the queue's 1 µs and the work's 2
+    const std::string text = tracetree::to_string(*worker);
+    CHECK(text.find("[continued] request") != std::string::npos);
+    CHECK(text.find("[continued on worker] handle") != std::string::npos);
+    // The main thread's own calls are unchanged, and the worker's land after the main thread is back out.
+    const auto* main_handle = on_path(*find_thread(profile, "test-main"), {"request", "handle"});
+    REQUIRE(main_handle != nullptr);
+    CHECK(main_handle->count == 1);
+    CHECK(main_handle->children.empty());
+    // Folded with the calls themselves: the work under its logical parent, one tree.
+    const auto merged = profile.merged();
+    const auto* folded = on_path(merged, {"request", "handle", "work"});
+    REQUIRE(folded != nullptr);
+    CHECK(folded->count == 1);
+    CHECK_FALSE(find_root(merged, "request")->continued);
+}
+
+TEST_CASE("the [queued] node counts hand-offs and holds the time from here() to Continue") {
+    FakeClock clock;
+    std::vector<tracetree::Here> heres;
+    {
+        TRACETREE_SCOPE("spawn");
+        for (int i = 0; i < 3; ++i) heres.push_back(tracetree::here());
+    }
+    for (int i = 0; i < 3; ++i) {
+        advance(std::chrono::microseconds(10 * (i + 1)));  // the three waited 10, 30 and 60 µs
+        std::thread([&, i] {
+            tracetree::set_thread_name("pool");
+            tracetree::Continue on(heres[static_cast<std::size_t>(i)]);
+            continued_work();
+        }).join();
+    }
+    const auto pool_profile = tracetree::profile();
+    const auto* pool = find_thread(pool_profile, "pool");
+    REQUIRE(pool != nullptr);
+    const auto* queued = on_path(*pool, {"spawn", "[queued]"});
+    REQUIRE(queued != nullptr);
+    CHECK(queued->count == 3);
+    CHECK(queued->total == 10us + 32us + 64us);  // each wait includes the work before it (2 µs each)
+    CHECK(queued->min == 10us);
+    CHECK(queued->max == 64us);
+    CHECK(on_path(*pool, {"spawn", "work"})->count == 3);
+    // The scopes outside a Continue are back where they were.
+    std::thread([] {
+        tracetree::set_thread_name("after");
+        {
+            tracetree::Here none;  // empty: continues nothing
+            tracetree::Continue on(none);
+            continued_work();
+        }
+        continued_work();
+    }).join();
+    const auto after_profile = tracetree::profile();
+    const auto* after = find_thread(after_profile, "after");
+    REQUIRE(after != nullptr);
+    REQUIRE(after->roots.size() == 1);
+    CHECK(after->roots[0].name == "work");
+    CHECK(after->roots[0].count == 2);
+}
+
+TEST_CASE("a Continue inside the worker's own scope: back in that scope at its end") {
+    FakeClock clock;
+    tracetree::Here here;
+    {
+        TRACETREE_SCOPE("origin");
+        here = tracetree::here();
+    }
+    std::thread([&] {
+        tracetree::set_thread_name("nested");
+        TRACETREE_SCOPE("loop");
+        {
+            tracetree::Continue on(here);
+            continued_work();
+        }
+        continued_work();
+    }).join();
+    const auto nested_profile = tracetree::profile();
+    const auto* nested = find_thread(nested_profile, "nested");
+    REQUIRE(nested != nullptr);
+    CHECK(on_path(*nested, {"origin", "work"})->count == 1);
+    CHECK(on_path(*nested, {"loop", "work"})->count == 1);
+    CHECK(on_path(*nested, {"loop"})->count == 1);
+    CHECK(on_path(*nested, {"loop", "origin"}) == nullptr);
+}
+
+TEST_CASE("many hand-offs from one site fold into one path per worker") {
+    FakeClock clock;
+    constexpr int kTasks = 1000;
+    {
+        HandoffWorker a("fold-a"), b("fold-b");
+        TRACETREE_SCOPE("dispatch");
+        for (int i = 0; i < kTasks; ++i) (i % 2 == 0 ? a : b).post(tracetree::wrap(tracetree::here(), [] { TRACETREE_SCOPE("task"); }));
+    }
+    const auto profile = tracetree::profile();
+    for (const char* name : {"fold-a", "fold-b"}) {
+        const auto* thread = find_thread(profile, name);
+        REQUIRE(thread != nullptr);
+        REQUIRE(thread->roots.size() == 1);
+        const auto& dispatch = thread->roots[0];
+        CHECK(dispatch.continued);
+        REQUIRE(dispatch.children.size() == 2);
+        CHECK(dispatch.children[0].name == "[queued]");
+        CHECK(dispatch.children[0].count == kTasks / 2);
+        CHECK(dispatch.children[1].name == "task");
+        CHECK(dispatch.children[1].count == kTasks / 2);
+    }
+    CHECK(on_path(profile.merged(), {"dispatch", "task"})->count == kTasks);
+}
+
+TEST_CASE("exact counts: tasks bouncing across 8 threads, cancelled, outliving their scope") {
+    tracetree::reset();
+    // Every request traced: its first hop is gathered into its trace, in a tree of the worker's own.
+    tracetree::TraceSession traces(tracetree::TraceRequest("request").limit(kRequests));
+    std::vector<std::unique_ptr<HandoffWorker>> workers;
+    for (int i = 0; i < kThreads; ++i) workers.push_back(std::make_unique<HandoffWorker>("bounce-" + std::to_string(i)));
+    HandoffLatch done(kRequests);
+    std::function<void(tracetree::Here, int, int)> hop = [&](tracetree::Here here, int at, int left) {
+        tracetree::Continue on(here);
+        { TRACETREE_SCOPE("hop"); }
+        if (left == 0) {
+            done.count_down();
+            return;
+        }
+        tracetree::Here dropped = tracetree::here();  // a task cancelled before it runs
+        static_cast<void>(dropped);
+        const int next = (at * 5 + left) % kThreads;
+        workers[static_cast<std::size_t>(next)]->post([&hop, here = tracetree::here(), next, left] { hop(here, next, left - 1); });
+    };
+    std::thread requester([&] {
+        tracetree::set_thread_name("requester");
+        for (int r = 0; r < kRequests; ++r) {
+            tracetree::Here here;
+            {
+                TRACETREE_SCOPE("request");
+                here = tracetree::here();
+            }  // the task outlives the scope that spawned it
+            workers[static_cast<std::size_t>(r % kThreads)]->post([&hop, here, r] { hop(here, r % kThreads, kHops - 1); });
+        }
+    });
+    requester.join();  // exited before most hand-offs it made are continued
+    done.wait();
+    workers.clear();
+    const auto merged = tracetree::profile().merged();
+    const auto* request = find_root(merged, "request");
+    REQUIRE(request != nullptr);
+    CHECK(request->count == kRequests);
+    CHECK_FALSE(request->continued);
+    REQUIRE(request->children.size() == 2);
+    CHECK(find_child(*request, "[queued]")->count == kRequests * kHops);
+    CHECK(find_child(*request, "hop")->count == kRequests * kHops);
+    CHECK(merged.roots.size() == 1);
+    const auto delivered = traces.collect(0s);
+    CHECK(delivered.size() == kRequests);
+    for (const auto& trace : delivered) {
+        REQUIRE(trace.root.children.size() == 2);
+        CHECK(trace.root.children[0].name == "[queued]");
+        CHECK(trace.root.children[1].name == "hop");
+        CHECK(trace.root.children[1].count == 1);
+    }
+}
+
+TEST_CASE("a Here outlives the thread that took it; deep paths keep their outermost 8 levels") {
+    FakeClock clock;
+    tracetree::Here here;
+    std::thread([&] {
+        tracetree::set_thread_name("gone");
+        TRACETREE_SCOPE("l1");
+        TRACETREE_SCOPE("l2");
+        TRACETREE_SCOPE("l3");
+        TRACETREE_SCOPE("l4");
+        TRACETREE_SCOPE("l5");
+        TRACETREE_SCOPE("l6");
+        TRACETREE_SCOPE("l7");
+        TRACETREE_SCOPE("l8");
+        TRACETREE_SCOPE("l9");
+        here = tracetree::here();
+    }).join();
+    std::thread([&] {
+        tracetree::set_thread_name("later");
+        tracetree::Continue on(here);
+        continued_work();
+    }).join();
+    const auto later_profile = tracetree::profile();
+    const auto* later = find_thread(later_profile, "later");
+    REQUIRE(later != nullptr);
+    const auto* l8 = on_path(*later, {"l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8"});
+    REQUIRE(l8 != nullptr);
+    CHECK(l8->continued_on == "later");
+    CHECK(find_child(*l8, "l9") == nullptr);
+    CHECK(find_child(*l8, "work")->count == 1);
+    CHECK(find_child(*l8, "[queued]")->count == 1);
+}
+
+TEST_CASE("a hand-off continued again: the path is the first thread's, marked once per worker") {
+    FakeClock clock;
+    tracetree::Here first;
+    {
+        TRACETREE_SCOPE("front");
+        first = tracetree::here();
+    }
+    tracetree::Here second;
+    std::thread([&] {
+        tracetree::set_thread_name("middle");
+        tracetree::Continue on(first);
+        TRACETREE_SCOPE("parse");
+        second = tracetree::here();
+    }).join();
+    std::thread([&] {
+        tracetree::set_thread_name("back");
+        tracetree::Continue on(second);
+        continued_work();
+    }).join();
+    const auto profile = tracetree::profile();
+    const auto* back = find_thread(profile, "back");
+    REQUIRE(back != nullptr);
+    const auto* parse = on_path(*back, {"front", "parse"});
+    REQUIRE(parse != nullptr);
+    CHECK(parse->continued);
+    CHECK(on_path(*back, {"front"})->continued_on.empty());
+    CHECK(find_child(*parse, "work")->count == 1);
+    const auto merged = profile.merged();
+    CHECK(on_path(merged, {"front", "parse", "work"})->count == 1);
+    CHECK(on_path(merged, {"front", "parse"})->count == 1);
+    CHECK(on_path(merged, {"front", "[queued]"})->count == 1);
+    CHECK(on_path(merged, {"front", "parse", "[queued]"})->count == 1);
+}
+
+TEST_CASE("not recording: here() is empty and a Continue records nothing") {
+    FakeClock clock;
+    tracetree::set_enabled(false);
+    const tracetree::Here off = tracetree::here();
+    tracetree::set_enabled(true);
+    CHECK(off.empty());
+    std::thread([&] {
+        tracetree::set_thread_name("off");
+        tracetree::Continue on(off);
+        continued_work();
+    }).join();
+    const auto off_thread_profile = tracetree::profile();
+    const auto* off_thread = find_thread(off_thread_profile, "off");
+    REQUIRE(off_thread != nullptr);
+    REQUIRE(off_thread->roots.size() == 1);
+    CHECK(off_thread->roots[0].name == "work");
+}
+
+TEST_CASE("stack and watch sessions on a continued path") {
+    FakeClock clock;
+    tracetree::Here here;
+    {
+        TRACETREE_SCOPE("service");
+        here = tracetree::here();
+    }
+    tracetree::StackSession stack(tracetree::StackRequest("work"));
+    tracetree::WatchSession watch(tracetree::WatchRequest("watched"));
+    std::thread([&] {
+        tracetree::Continue on(here);
+        continued_work();
+        TRACETREE_SCOPE("watched");
+        TRACETREE_WATCH("id", 42);
+    }).join();
+    const auto frames = stack.next(0s);
+    REQUIRE(frames);
+    REQUIRE(frames->frames.size() == 2);
+    CHECK(frames->frames[0].name == "work");
+    CHECK(frames->frames[1].name == "service");
+    const auto event = watch.next(0s);
+    REQUIRE(event);
+    REQUIRE(event->values.size() == 1);
+    CHECK(event->values[0].second == "42");
+}
+
+TEST_CASE("a continued path in JSON: written and read back") {
+    FakeClock clock;
+    tracetree::Here here;
+    {
+        TRACETREE_SCOPE("json-origin");
+        here = tracetree::here();
+    }
+    std::thread([&] {
+        tracetree::set_thread_name("json-worker");
+        tracetree::Continue on(here);
+        continued_work();
+    }).join();
+    tracetree::Profile only;
+    const auto profile = tracetree::profile();
+    only.threads.push_back(*find_thread(profile, "json-worker"));
+    std::ostringstream json;
+    tracetree::write_json(json, only);
+    const tracetree::Profile back = tracetree::read_profile_json(json.str());
+    REQUIRE(back.threads.size() == 1);
+    REQUIRE(back.threads[0].roots.size() == 1);
+    const auto& origin = back.threads[0].roots[0];
+    CHECK(origin.continued);
+    CHECK(origin.continued_on == "json-worker");
+    CHECK(origin.children.at(1).name == "work");
+    CHECK_FALSE(origin.children.at(1).continued);
+}
+
+TEST_CASE("a trace follows the hand-off: the work continued on other threads, in its one tree") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("gathered-request").limit(2));
+    std::vector<tracetree::Here> handed;
+    {
+        TRACETREE_SCOPE("gathered-request");
+        {
+            TRACETREE_SCOPE("gathered-parse");
+            advance(1us);
+        }
+        handed.push_back(tracetree::here());
+        handed.push_back(tracetree::here());
+        advance(1us);
+    }
+    CHECK_FALSE(trace.next(0s));  // held until the work handed off is done
+    std::thread([&] {
+        tracetree::set_thread_name("gather-a");
+        tracetree::Continue on(handed[0]);
+        continued_work();
+    }).join();
+    CHECK_FALSE(trace.next(0s));
+    std::thread([&] {
+        tracetree::set_thread_name("gather-b");
+        const tracetree::Here mine = std::move(handed[1]);
+        handed.clear();  // the first Here is gone; the second lives in `mine` until the task's end
+        tracetree::Continue on(mine);
+        continued_work();
+        advance(3us);
+    }).join();
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    CHECK(captured->thread_name == "test-main");
+    const tracetree::Node& root = captured->root;
+    CHECK(root.name == "gathered-request");
+    CHECK(root.count == 1);
+    REQUIRE(root.children.size() == 3);
+    CHECK(root.children[0].name == "gathered-parse");
+    CHECK(root.children[1].name == "[queued]");
+    CHECK(root.children[1].count == 2);
+    CHECK(root.children[2].name == "work");
+    CHECK(root.children[2].count == 2);
+    CHECK(root.children[2].total == 4us);
+    CHECK(root.total >= root.children[1].total + root.children[2].total);
+    const std::string text = tracetree::to_string(*captured);
+    CHECK(text.find("[queued]") != std::string::npos);
+    // The profile still counts the work on the threads that ran it.
+    const auto profile = tracetree::profile();
+    CHECK(on_path(*find_thread(profile, "gather-a"), {"gathered-request", "work"})->count == 1);
+    CHECK(on_path(*find_thread(profile, "gather-b"), {"gathered-request", "work"})->count == 1);
+}
+
+TEST_CASE("a trace whose hand-off is dropped unused is delivered when the last Here goes") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("dropped-request"));
+    {
+        tracetree::Here kept;
+        {
+            TRACETREE_SCOPE("dropped-request");
+            kept = tracetree::here();
+            tracetree::Here copy = kept;
+            static_cast<void>(copy);
+        }
+        CHECK_FALSE(trace.next(0s));
+    }
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    CHECK(captured->root.name == "dropped-request");
+    CHECK(captured->root.children.empty());
+}
