@@ -17,7 +17,8 @@
 // the runtime's rooms: detail/clock.hpp (ticks to ns), detail/sites.hpp (interned sites),
 // detail/tree.hpp (node pool, trees, snapshots as values), detail/session_registry.hpp (sessions,
 // matching, delivery), detail/thread_state.hpp (a thread's captures and frames), detail/threads.hpp
-// (live and exited threads, profiles, timelines), detail/process.hpp (modules, the C++ ABI, with
+// (live and exited threads, profiles, timelines), detail/handoffs.hpp (here() and Continue, with
+// detail/handoff.hpp and detail/gather.hpp), detail/process.hpp (modules, the C++ ABI, with
 // detail/exception_types.hpp: what a thrown object is) -> detail/platform.hpp (what the recorder
 // needs of the platform, said first) ->
 // detail/runtime.hpp (RuntimeImpl over them) -> control.hpp and sessions.hpp (the public control API;

@@ -15,8 +15,7 @@
 
 #include "clock.hpp"
 #include "format.hpp"  // java_double: TRACETREE_WATCH numbers
-#include "gather.hpp"
-#include "handoff.hpp"
+#include "handoffs.hpp"
 #include "process.hpp"
 #include "session_registry.hpp"
 #include "sites.hpp"
@@ -228,103 +227,15 @@ public:
 
     // ---- hand-offs (handoff.hpp) ----
 
-    void capture_here(Arena& arena, HandoffPath& path) noexcept override {
-        ThreadState& state = ThreadState::of(arena);
-        if (state.retired.load()) return;
-        // The outermost levels are kept: counted first, then the innermost ones past the limit skipped.
-        std::uint32_t open = 0;
-        state.open_scopes([&](const SiteInfo*) { ++open; });
-        std::uint32_t skip = open > HandoffPath::kMaxDepth ? open - HandoffPath::kMaxDepth : 0;
-        path.cut = skip != 0;
-        path.depth = open - skip;
-        std::uint32_t at = path.depth;
-        state.open_scopes([&](const SiteInfo* site) {
-            if (skip != 0) {
-                --skip;
-                return;
-            }
-            const InternedSite& known = interned(site);  // a path continued here is the original's
-            path.sites[--at] = known.continues != nullptr ? known.continues : &known;
-        });
-        if ((state.capture_depth != 0 || state.capture_waits()) && !path.cut) gather_into(state, path);
-        path.thread_id = state.id;
-        path.fake_clock = clock_.is_test(std::memory_order_relaxed);
-        path.tick = clock_.now(path.fake_clock);
-        path.valid = true;
-    }
-
+    void capture_here(Arena& arena, HandoffPath& path) noexcept override { handoffs_.capture(ThreadState::of(arena), path); }
     bool continue_at(Arena& arena, const HandoffPath& path, Continuation& saved) noexcept override {
-        ThreadState& state = ThreadState::of(arena);
-        if (state.retired.load()) return false;
-        // Inside a captured invocation, or a scope cut by the node limit, the work stays where it runs.
-        if (state.capture_depth != 0 || state.capture_waits() || arena.cur == &state.overflow) return false;
-        state.apply_pending_reset();
-        const InternedSite* queued = queued_site();
-        if (queued == nullptr) return false;
-        saved.arena = &arena;
-        saved.cur = arena.cur;
-        saved.cur_index = arena.cur_index;
-        saved.depth = arena.depth;
-        Tree* own = path.gather != nullptr ? gather_tree(state) : nullptr;  // for the trace it came from
-        if (own != nullptr) {
-            retain(path.gather);
-            saved.gather = path.gather;
-            saved.tree = own;
-            state.current = own;
-        }
-        state.point_at(*state.current, 0);
-        arena.depth = 0;
-        const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
-        // Levels that do not fit (the depth or node limit) are left off: the work lands higher up.
-        for (std::uint32_t level = 0; level < path.depth && arena.depth + 1 < max_depth; ++level) {
-            const InternedSite* shadow = sites_.continued(path.sites[level]);
-            if (shadow == nullptr || !enter_node(state, shadow)) break;
-        }
-        std::uint32_t index = arena.find(arena.cur_index, queued);
-        if (index == 0) index = state.current->add(arena, arena.cur_index, queued);
-        if (index != 0) {
-            const std::uint64_t now = clock_.now(path.fake_clock);
-            const std::uint64_t waited = now > path.tick ? now - path.tick : 0;  // another core's counter may lag
-            NodeRecord& node = *arena.at(index);
-            bump(node.count);
-            bump(node.total, waited);
-            if (waited < node.min.load(std::memory_order_relaxed)) node.min.store(waited, std::memory_order_relaxed);
-            if (waited > node.max.load(std::memory_order_relaxed)) node.max.store(waited, std::memory_order_relaxed);
-        } else {
-            state.drop(1);
-        }
-        return true;
+        return handoffs_.enter(ThreadState::of(arena), path, saved);
     }
-
-    void end_continue(Continuation& saved) noexcept override {
-        Arena& arena = *saved.arena;
-        ThreadState& state = ThreadState::of(arena);
-        if (state.retired.load()) return;
-        if (saved.tree != nullptr) {  // the trace's copy, then into the thread's tree as if recorded there
-            std::unique_ptr<Tree> own(static_cast<Tree*>(saved.tree));
-            auto& gather = static_cast<Gather&>(*saved.gather);
-            try {
-                std::vector<Node> roots = to_values(*own, clock_.ns_per_tick(), &own->messages, nullptr, state.thread_name());
-                std::lock_guard<std::mutex> lock(gather.mutex);
-                for (Node& root : roots) gather.parts.push_back(std::move(root));
-            } catch (...) {  // out of memory: the trace goes without this part
-            }
-            own->fold_into(arena, *state.main, 0, state.mutex);
-            state.current = state.main.get();
-            state.point_at(*state.main, saved.cur_index);
-            release(saved.gather);
-        }
-        arena.cur = saved.cur;
-        arena.cur_index = saved.cur_index;
-        arena.depth = saved.depth;
-    }
-
+    void end_continue(Continuation& saved) noexcept override { handoffs_.leave(saved); }
     void gathered(GatherRef& ref) noexcept override {
         std::unique_ptr<Gather> gather(static_cast<Gather*>(&ref));
-        if (!gather->wanted) return;
         try {
-            for (const Node& part : gather->parts) graft(gather->trace, part, gather->level);
-            fit_totals(gather->trace.root);
+            if (!Handoffs::finish(*gather)) return;
             for (const auto& session : gather->sessions)
                 if (deliver_trace(*session, gather->trace)) stop_session(*session);
         } catch (...) {  // out of memory while delivering: this capture is lost, the program goes on
@@ -446,56 +357,6 @@ public:
     }
 
 private:
-    // The child of the current node for `site`, made current; false when the tree is full.
-    static bool enter_node(ThreadState& state, const SiteInfo* site) noexcept {
-        Arena& arena = state.arena;
-        std::uint32_t index = arena.find(arena.cur_index, site);
-        if (index == 0) index = state.current->add(arena, arena.cur_index, site);
-        if (index == 0) return false;
-        arena.cur = arena.at(index);
-        arena.cur_index = index;
-        ++arena.depth;
-        return true;
-    }
-    // here() inside a capture: the path refers to the capture's Gather (made once), which waits for it.
-    static void gather_into(ThreadState& state, HandoffPath& path) noexcept {
-        if (state.capture_waits()) state.start_deferred_capture();  // as for anything recorded under it
-        if (state.capture_depth == 0) return;
-        Capture& capture = state.captures[state.capture_depth - 1];
-        std::uint32_t inside = 0;  // open scopes in the capture's tree: its root and those below
-        for (std::uint32_t index = state.arena.cur_index; index != 0; index = state.current->at(index)->parent) ++inside;
-        if (inside == 0 || inside > path.depth) return;
-        if (capture.gather == nullptr) {
-            auto* made = new (std::nothrow) Gather();
-            if (made == nullptr) return;
-            made->level = path.depth - inside;
-            capture.gather = made;
-        }
-        if (static_cast<Gather*>(capture.gather)->level != path.depth - inside) return;
-        retain(capture.gather);
-        path.gather = capture.gather;
-        path.gather_level = path.depth - inside;
-    }
-    // A tree for a Continue whose work a trace waits for; null when out of memory or over the budget.
-    Tree* gather_tree(ThreadState& state) noexcept {
-        try {
-            auto tree = std::make_unique<Tree>(state.main->capacity, chunks_);
-            return tree->prepare() ? tree.release() : nullptr;
-        } catch (...) {
-            return nullptr;
-        }
-    }
-    const InternedSite* queued_site() noexcept {
-        if (const InternedSite* known = queued_.load(std::memory_order_acquire)) return known;
-        try {
-            const InternedSite* made = sites_.intern(SiteKind::scope, "[queued]", "", 0, nullptr);
-            queued_.store(made, std::memory_order_release);
-            return made;
-        } catch (...) {
-            return nullptr;
-        }
-    }
-
     static inline const DynamicSlot kNoDynamicSlot{};  // the index of a thread with no run-time name
 
     NodeRecord* find_or_add(Arena& arena, Site* site, const SiteInfo* info) noexcept {
@@ -616,10 +477,10 @@ private:
 
     Clock clock_;
     SiteTable sites_;
-    std::atomic<const InternedSite*> queued_{nullptr};  // the `[queued]` node's site
     ChunkPool chunks_;
     SessionRegistry sessions_;
     Threads threads_{clock_, sessions_, sites_, chunks_};
+    Handoffs handoffs_{clock_, sites_, chunks_};
     pthread_key_t thread_key_{};
     const std::string throw_hook_;  // why this process's throws are not recorded; empty: they are
     const std::string module_;      // the executable or library whose copy made this runtime
