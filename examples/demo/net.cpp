@@ -23,10 +23,13 @@
 // Past max_connections the poller answers a new connection 503 and lingers-closes it. A client that
 // closes between requests costs no service call: the service runs exactly once per request.
 // A connection belongs to one thread at a time, the poller or the worker serving it; it is handed
-// over through the work queue's mutex one way and asio::post the other.
+// over through the work queue's mutex one way and asio::post the other. The hand-off to a worker is
+// also tracetree's (<tracetree/handoff.hpp>): the worker's service is recorded under the poller's
+// AbstractEndpoint::processSocket, after a `[queued]` node, the time the request waited for a worker.
 #include "net.hpp"
 
 #include <tracetree/control.hpp>  // set_thread_name
+#include <tracetree/handoff.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include <asio/executor_work_guard.hpp>
@@ -107,6 +110,7 @@ struct Session final : Connection, std::enable_shared_from_this<Session> {
 
     std::string in;      // received, not handed over yet
     ReadResult request;  // handed over
+    tracetree::Here handed;  // serving: where the poller queued it, until the worker has served it
     std::string out;     // to send, from out_at
     std::size_t out_at = 0;
     std::function<std::size_t(char*, std::size_t)> stream;  // the rest of a streamed body
@@ -383,9 +387,13 @@ struct HttpServer::Impl {
         return true;
     }
 
+    // Tomcat's Poller.processKey hands the socket to processSocket, which runs a SocketProcessor on
+    // the executor: the same names here, so that a trace of the poller's step holds the queue wait.
     void dispatch(const SessionPtr& s) {
+        TRACETREE_SCOPE("AbstractEndpoint::processSocket");
         s->state = Session::State::serving;
         s->timer.cancel();
+        s->handed = tracetree::here();
         {
             std::lock_guard<std::mutex> lock(mutex);
             queue.push_back(s);
@@ -405,10 +413,16 @@ struct HttpServer::Impl {
                 queue.pop_front();
             }
             bool keep = false;
-            try {
-                keep = service(*s, s->served + 1 >= config.max_keep_alive_requests);
-            } catch (const std::exception&) {
-                s->failed = true;  // a streamed body that broke off, say: the client sees it cut short
+            {
+                // Released once served: a trace of processSocket is delivered when its last Here is gone.
+                const tracetree::Here handed = std::move(s->handed);
+                tracetree::Continue on(handed);
+                TRACETREE_SCOPE("NioEndpoint::SocketProcessor::doRun");
+                try {
+                    keep = service(*s, s->served + 1 >= config.max_keep_alive_requests);
+                } catch (const std::exception&) {
+                    s->failed = true;  // a streamed body that broke off, say: the client sees it cut short
+                }
             }
             ++s->served;
             asio::post(io, [this, s = std::move(s), keep] {
