@@ -323,8 +323,12 @@ void write_file(const std::string& path, const std::string& bytes) {
     if (!out.flush()) throw std::runtime_error("cannot write " + path);
 }
 
+// Only the app's connector records its hand-offs (AbstractEndpoint::processSocket): a trace of it
+// would otherwise catch the channel's requests made by the app's own service, and the admin calls
+// made while it waits.
 net::ServerConfig server_config(const Options& options, const char* prefix, int port, int threads) {
     net::ServerConfig config;
+    config.traced_handoff = std::string(prefix) == "http-nio-";
     config.name_prefix = prefix;
     config.host = options.host;
     config.port = port;

@@ -387,13 +387,18 @@ struct HttpServer::Impl {
         return true;
     }
 
-    // Tomcat's Poller.processKey hands the socket to processSocket, which runs a SocketProcessor on
-    // the executor: the same names here, so that a trace of the poller's step holds the queue wait.
     void dispatch(const SessionPtr& s) {
-        TRACETREE_SCOPE("AbstractEndpoint::processSocket");
         s->state = Session::State::serving;
         s->timer.cancel();
+        if (!config.traced_handoff) return enqueue(s);
+        // Tomcat's Poller.processKey hands the socket to processSocket, which runs a SocketProcessor
+        // on the executor: the same names here, so that a trace of the poller's step holds the wait.
+        TRACETREE_SCOPE("AbstractEndpoint::processSocket");
         s->handed = tracetree::here();
+        enqueue(s);
+    }
+
+    void enqueue(const SessionPtr& s) {
         {
             std::lock_guard<std::mutex> lock(mutex);
             queue.push_back(s);
@@ -413,16 +418,21 @@ struct HttpServer::Impl {
                 queue.pop_front();
             }
             bool keep = false;
-            {
-                // Released once served: a trace of processSocket is delivered when its last Here is gone.
-                const tracetree::Here handed = std::move(s->handed);
-                tracetree::Continue on(handed);
-                TRACETREE_SCOPE("NioEndpoint::SocketProcessor::doRun");
+            const auto serve = [&] {
                 try {
                     keep = service(*s, s->served + 1 >= config.max_keep_alive_requests);
                 } catch (const std::exception&) {
                     s->failed = true;  // a streamed body that broke off, say: the client sees it cut short
                 }
+            };
+            if (config.traced_handoff) {
+                // Dropped once served: a trace of processSocket is delivered when its last Here is gone.
+                const tracetree::Here handed = std::move(s->handed);
+                tracetree::Continue on(handed);
+                TRACETREE_SCOPE("NioEndpoint::SocketProcessor::doRun");
+                serve();
+            } else {
+                serve();
             }
             ++s->served;
             asio::post(io, [this, s = std::move(s), keep] {

@@ -64,6 +64,10 @@ struct ServerConfig {
     // it a new connection gets 503 and is closed. Each one is a descriptor (two while it streams a
     // static file), so RLIMIT_NOFILE must allow about 2 * max_connections for the cap to hold.
     std::size_t max_connections = 10000;
+    // The poller's hand-off of each request to a worker is recorded (tracetree::here() in the poller's
+    // AbstractEndpoint::processSocket, continued around the worker's SocketProcessor::doRun): a trace
+    // of processSocket shows the time the request waited for a worker, then its service.
+    bool traced_handoff = true;
 };
 
 // Serves one request from the connection; returns whether to keep the connection open.

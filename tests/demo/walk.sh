@@ -16,7 +16,7 @@ sed 's/\x1b\[[0-9;]*m//g' "$OUT"  # the walk itself, for the test log
 echo "---- checks"
 
 failures=0
-# check WHAT STEP PATTERN: PATTERN (grep -E) must occur in the output of STEP ("== 1." ... "== 6.").
+# check WHAT STEP PATTERN: PATTERN (grep -E) must occur in the output of STEP ("== 1." ... "== 7.").
 check() {
   local what=$1 step=$2 pattern=$3
   if sed -n "/== $step/,/== [0-9]\\./p" "$OUT" | grep -Eq -- "$pattern"; then
@@ -47,6 +47,14 @@ check "step 5 names its webjars" "5\." '^META-INF/resources/webjars/springfox-sw
 check "step 6 starts the fixed server" "6\." '^demo-server: mode=fixed'
 check "step 6's trace has no jar walk" "6\." '^\(no getNextJarEntry: /send no longer looks in the jars\)'
 check "step 6 compares before and after" "6\." '^a call after a gc +[0-9.]+ ms +[0-9.]+ ms +-?[0-9.]+ ms'
+# Step 7: the trace of the poller's hand-off holds the queue wait and, under it, the worker's service
+# (the indentation is the nesting: processSocket, then its children, then doRun's).
+check "step 7's trace starts on the poller" "7\." '^`---ts=.*;thread_name=http-nio-[0-9]+-ClientPoller;'
+check "step 7's trace is of processSocket" "7\." '^    `---\[[0-9.E-]+ms\] AbstractEndpoint::processSocket$'
+check "step 7 shows the queue wait under it" "7\." '^        \+---\[[0-9.]+% [0-9.E-]+ms \] \[queued\]$'
+check "step 7 shows the worker's run under it" "7\." '^        `---\[[0-9.]+% [0-9.E-]+ms \] NioEndpoint::SocketProcessor::doRun #[0-9]+$'
+check "step 7 shows the service under the worker's run" "7\." '^            `---\[[0-9.]+% [0-9.E-]+ms \] demo::Http11Processor::service\(\) #[0-9]+$'
+check "step 7 sums up the waits" "7\." '^In the queue: [0-9.]+ ms, [0-9.]+ ms '
 if grep -q 'once more' "$OUT"; then echo "note: a step ran twice (its admin call started after its /send)"; fi
 
 [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
