@@ -100,6 +100,10 @@ TEST_CASE("a hand-off: the worker records under the captured path, which says it
         here = tracetree::here();
         advance(1us);
     }
+    CHECK(!here.empty());
+    tracetree::Here moved = std::move(here);
+    CHECK(here.empty());  // a moved-from Here continues nothing
+    here = std::move(moved);
     std::thread([&] {
         tracetree::set_thread_name("worker");
         tracetree::Continue on(here);

@@ -51,7 +51,7 @@ class Here {
 public:
     Here() = default;  // continues nothing
     Here(const Here& other) noexcept : path_(other.path_) { detail::retain(path_.gather); }
-    Here(Here&& other) noexcept : path_(other.path_) { other.path_.gather = nullptr; }
+    Here(Here&& other) noexcept : path_(other.path_) { other.path_ = {}; }  // the moved-from continues nothing
     Here& operator=(const Here& other) noexcept {
         detail::retain(other.path_.gather);
         detail::release(path_.gather);
@@ -62,7 +62,7 @@ public:
         if (this != &other) {
             detail::release(path_.gather);
             path_ = other.path_;
-            other.path_.gather = nullptr;
+            other.path_ = {};
         }
         return *this;
     }
