@@ -19,7 +19,9 @@ failures=0
 # check WHAT STEP PATTERN: PATTERN (grep -E) must occur in the output of STEP ("== 1." ... "== 7.").
 check() {
   local what=$1 step=$2 pattern=$3
-  if sed -n "/== $step/,/== [0-9]\\./p" "$OUT" | grep -Eq -- "$pattern"; then
+  # grep reads the whole section (no -q): under pipefail, a grep that quits early leaves sed a SIGPIPE
+  # that fails the pipeline whenever the section outgrows a pipe write.
+  if sed -n "/== $step/,/== [0-9]\\./p" "$OUT" | grep -E -- "$pattern" >/dev/null; then
     echo "ok:   $what"
   else
     echo "FAIL: $what (step $step has no line matching /$pattern/)"
