@@ -474,6 +474,34 @@ TEST_CASE("a trace follows the hand-off: the work continued on other threads, in
     CHECK(on_path(*find_thread(profile, "gather-b"), {"gathered-request", "work"})->count == 1);
 }
 
+TEST_CASE("a Continue inside a trace's continued work: the work stays where it runs, the arena whole") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("nested-request"));
+    std::vector<tracetree::Here> handed;
+    {
+        TRACETREE_SCOPE("nested-request");
+        handed.push_back(tracetree::here());
+        handed.push_back(tracetree::here());
+    }
+    std::thread([&] {
+        tracetree::set_thread_name("nested-worker");
+        tracetree::Continue outer(handed[0]);
+        { tracetree::Continue inner(handed[1]); continued_work(); }  // an inline executor's second task
+        continued_work();
+    }).join();
+    handed.clear();
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    const tracetree::Node& root = captured->root;
+    CHECK(root.name == "nested-request");
+    REQUIRE(root.children.size() == 2);
+    CHECK(root.children[0].name == "[queued]");
+    CHECK(root.children[0].count == 1);  // the inner Continue recorded no hand-off of its own
+    CHECK(root.children[1].name == "work");
+    CHECK(root.children[1].count == 2);  // both calls, in the outer Continue's tree
+    CHECK(on_path(*find_thread(tracetree::profile(), "nested-worker"), {"nested-request", "work"})->count == 2);
+}
+
 TEST_CASE("a trace whose hand-off is dropped unused is delivered when the last Here goes") {
     FakeClock clock;
     tracetree::TraceSession trace(tracetree::TraceRequest("dropped-request"));

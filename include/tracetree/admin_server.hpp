@@ -515,14 +515,15 @@ inline AdminServer* start_admin_from_environment(const char* value, std::FILE* m
             return refuse_start("'" + views::plain_text(name) + "' is not an option, or it has no value");
         }
     }
+    // Before the server exists: a fork between the two would leave the child a server it cannot stop.
+    static const bool fork_handlers = pthread_atfork(&EnvironmentListener::before_fork, &EnvironmentListener::after_fork_in_parent,
+                                                     &EnvironmentListener::after_fork_in_child) == 0;
+    (void)fork_handlers;
     try {
         server = std::make_unique<AdminServer>(address, std::move(options));
     } catch (const std::exception& e) {
         return refuse_start(e.what());
     }
-    static const bool fork_handlers = pthread_atfork(&EnvironmentListener::before_fork, &EnvironmentListener::after_fork_in_parent,
-                                                     &EnvironmentListener::after_fork_in_child) == 0;
-    (void)fork_handlers;
     const bool v6 = address.find('[') != std::string::npos;
     const std::string host = address.substr(0, v6 ? address.find(']') + 1 : address.rfind(':'));
     say("admin listening on http://" + host + ':' + std::to_string(server->port()) + server->handler().prefix() + "/");

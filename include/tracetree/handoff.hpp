@@ -9,8 +9,10 @@
 // `[queued]` node that holds the time from here() to Continue: the wait in the queue. A Here is plain
 // data: copy it, drop it unused, use it after the thread that took it has exited. At most 8 levels
 // of the path are kept (the outermost ones). A Continue is a scope: it must end on the thread that
-// made it, after the scopes opened inside it, and not inside a scope a trace session captures (there
-// the work is recorded where it runs).
+// made it, after the scopes opened inside it, and not inside a scope a trace session captures or
+// another trace's continued work (there the work is recorded where it runs). A Here taken inside a
+// trace's capture holds that trace back: the last one dropped (or the last Continue ended) delivers
+// it, on that thread, to the sessions' on_trace callbacks.
 //
 // With TRACETREE_DISABLE this header defines the same names in an inline namespace of their own,
 // which do nothing; a Here from such a file cannot reach a file that records (a link error, not a

@@ -58,8 +58,11 @@ public:
     bool enter(ThreadState& state, const HandoffPath& path, Continuation& saved) noexcept {
         Arena& arena = state.arena;
         if (state.retired.load()) return false;
-        // Inside a captured invocation, or a scope cut by the node limit, the work stays where it runs.
-        if (state.capture_depth != 0 || state.capture_waits() || arena.cur == &state.overflow) return false;
+        // Inside a captured invocation, a scope cut by the node limit, or another trace's continued work
+        // (its own tree, which a second one would split the arena from), the work stays where it runs.
+        if (state.capture_depth != 0 || state.capture_waits() || arena.cur == &state.overflow ||
+            state.current != state.main.get())
+            return false;
         state.apply_pending_reset();
         const InternedSite* queued = queued_site();
         if (queued == nullptr) return false;
@@ -102,9 +105,9 @@ public:
     void leave(Continuation& saved) noexcept {
         Arena& arena = *saved.arena;
         ThreadState& state = ThreadState::of(arena);
-        if (state.retired.load()) return;
-        if (saved.tree != nullptr) {  // the trace's copy, then into the thread's tree as if recorded there
-            std::unique_ptr<Tree> own(static_cast<Tree*>(saved.tree));
+        std::unique_ptr<Tree> own(static_cast<Tree*>(saved.tree));
+        if (state.retired.load()) return release(saved.gather);
+        if (own) {  // the trace's copy, then into the thread's tree as if recorded there
             auto& gather = static_cast<Gather&>(*saved.gather);
             try {
                 std::vector<Node> roots = to_values(*own, clock_.ns_per_tick(), &own->messages, nullptr, state.thread_name());
@@ -115,11 +118,11 @@ public:
             own->fold_into(arena, *state.main, 0, state.mutex);
             state.current = state.main.get();
             state.point_at(*state.main, saved.cur_index);
-            release(saved.gather);
         }
         arena.cur = saved.cur;
         arena.cur_index = saved.cur_index;
         arena.depth = saved.depth;
+        release(saved.gather);  // last: it may deliver the trace, whose callbacks may record here
     }
 
     // The last reference to a gathered capture is gone: its trace with the continued work grafted
