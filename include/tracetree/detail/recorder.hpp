@@ -319,13 +319,8 @@ struct Arena {
         parent = node != nullptr ? at(node->parent) : nullptr;
         return node;
     }
-    NodeRecord* enter(Site* site, const SiteInfo* info) noexcept {
-        NodeRecord* parent;
-        return enter(site, info, parent);
-    }
-    void leave(NodeRecord* node, std::uint64_t elapsed, bool threw) noexcept { leave(node, at(node->parent), elapsed, threw); }
     void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
-        leave(node, elapsed, *uncaught > uncaught_at_entry);
+        leave(node, at(node->parent), elapsed, *uncaught > uncaught_at_entry);
     }
 
     std::uint32_t find(std::uint32_t parent, const SiteInfo* info) const noexcept {
