@@ -2,6 +2,7 @@
 #include <tracetree/tracetree.hpp>
 #include <tracetree/control.hpp>
 #include <tracetree/handoff.hpp>
+#include <tracetree/coroutine.hpp>
 
 #include <doctest/doctest.h>
 
@@ -47,5 +48,18 @@ TEST_CASE("disabled hand-offs do nothing, and a wrapped task is the task itself"
         traced(2);
     }).join();
     CHECK(ran == 1);
+    CHECK(tracetree::profile().threads.empty());
+}
+
+TEST_CASE("disabled coroutine scopes vanish and evaluate nothing") {
+    static_assert(std::is_empty<tracetree::Coroutine>::value && std::is_empty<tracetree::Resumed>::value, "nothing kept");
+    tracetree::Coroutine place;
+    tracetree::Coroutine started_at(tracetree::here());
+    {
+        tracetree::Resumed on(place);
+        TRACETREE_CO_SCOPE("not recorded");
+        TRACETREE_CO_FUNCTION();
+        traced(1);
+    }
     CHECK(tracetree::profile().threads.empty());
 }

@@ -10,6 +10,7 @@
 #include "tracetree.hpp"  // the macros
 #include "control.hpp"    // profiles, the timeline, limits
 #include "handoff.hpp"    // work that crosses threads
+#include "coroutine.hpp"  // scopes held across co_await
 #include "sessions.hpp"   // trace, stack, watch, monitor, the flight recorder
 #include "render.hpp"     // Arthas and human text
 #include "views.hpp"      // flame graphs, folded stacks, Chrome traces, JSON, diffs

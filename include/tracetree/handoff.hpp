@@ -48,6 +48,8 @@ std::decay_t<Task> wrap(const Here&, Task&& task) {
 
 TRACETREE_BEGIN_NAMESPACE
 
+class Resumed;
+
 // The path of open scopes on the thread that took it, and when.
 class Here {
 public:
@@ -74,6 +76,7 @@ public:
 private:
     friend Here here() noexcept;
     friend class Continue;
+    friend class Resumed;  // coroutine.hpp
     detail::HandoffPath path_;
 };
 

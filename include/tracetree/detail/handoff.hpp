@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
@@ -35,7 +36,9 @@ struct HandoffPath {
     std::uint32_t gather_level = 0;  // the capture's root: sites[gather_level]
 };
 
-// The worker's arena as a Continue found it, put back by end_continue().
+struct CoroutineState;
+
+// The worker's arena as a Continue (or a coroutine's resumption) found it, put back at its end.
 struct Continuation {
     Arena* arena = nullptr;  // null: nothing was entered
     NodeRecord* cur = nullptr;
@@ -43,6 +46,35 @@ struct Continuation {
     std::uint32_t depth = 0;
     GatherRef* gather = nullptr;  // the work goes to that capture too: recorded in a tree of its own
     void* tree = nullptr;         // that tree (the runtime's)
+    // A coroutine's resumption: which, the one it was resumed inside, and what must be as it was for
+    // the arena to be put back (a plain scope left open across a suspension would leave it otherwise).
+    CoroutineState* coroutine = nullptr;
+    CoroutineState* outer = nullptr;
+    std::uint64_t resumption = 0;
+    std::uint32_t captures = 0;
+    const void* recording_into = nullptr;  // the tree
+    bool in_place = false;  // inside a capture or another trace's continued work: recorded where it runs
+};
+
+// A coroutine's place between its resumptions (coroutine.hpp); the runtime's, under the mutex: a
+// resumption may start on another thread before the end of the one before it has run.
+struct CoroutineState {
+    std::mutex mutex;
+    const SiteInfo* open_sites[HandoffPath::kMaxDepth] = {};  // its co-scopes open now, outermost first
+    std::uint32_t open = 0;  // how many (those past kMaxDepth are not entered again)
+    std::uint64_t resumptions = 0;
+    std::uint64_t suspended_at = 0;     // when the resumption numbered `suspended_after` ended
+    std::uint64_t suspended_after = 0;
+    bool fake_clock = false;
+};
+
+// TRACETREE_CO_SCOPE's record: nothing in it belongs to a thread, as it may end on another one.
+struct SuspendableScope {
+    const SiteInfo* entered = nullptr;  // the node's site; null: not recorded
+    CoroutineState* coroutine = nullptr;  // the one it is open in, whose own scopes it is one of
+    std::uint64_t start = 0;
+    unsigned int uncaught = 0;  // exceptions in flight at its start, on the thread it started on
+    bool fake_clock = false;
 };
 
 inline void retain(GatherRef* gather) noexcept {

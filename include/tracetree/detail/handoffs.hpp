@@ -15,11 +15,13 @@
 #include "thread_state.hpp"
 #include "tree.hpp"
 
+#include <algorithm>  // std::copy, std::min
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <new>  // std::nothrow
+#include <utility>  // std::exchange
 #include <vector>
 
 TRACETREE_BEGIN_NAMESPACE
@@ -56,49 +58,109 @@ public:
 
     // Continue: the path entered in this thread's tree, the queue wait counted; false: nothing entered.
     bool enter(ThreadState& state, const HandoffPath& path, Continuation& saved) noexcept {
-        Arena& arena = state.arena;
-        if (state.retired.load()) return false;
-        // Inside a captured invocation, a scope cut by the node limit, or another trace's continued work
-        // (its own tree, which a second one would split the arena from), the work stays where it runs.
-        if (state.capture_depth != 0 || state.capture_waits() || arena.cur == &state.overflow ||
-            state.current != state.main.get())
-            return false;
-        state.apply_pending_reset();
-        const InternedSite* queued = queued_site();
-        if (queued == nullptr) return false;
-        saved.arena = &arena;
-        saved.cur = arena.cur;
-        saved.cur_index = arena.cur_index;
-        saved.depth = arena.depth;
-        Tree* own = path.gather != nullptr ? gather_tree(state) : nullptr;  // for the trace it came from
-        if (own != nullptr) {
-            retain(path.gather);
-            saved.gather = path.gather;
-            saved.tree = own;
-            state.current = own;
-        }
-        state.point_at(*state.current, 0);
-        arena.depth = 0;
-        const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
-        // Levels that do not fit (the depth or node limit) are left off: the work lands higher up.
-        for (std::uint32_t level = 0; level < path.depth && arena.depth + 1 < max_depth; ++level) {
-            const InternedSite* shadow = sites_.continued(path.sites[level]);
-            if (shadow == nullptr || !enter_node(state, shadow)) break;
-        }
-        std::uint32_t index = arena.find(arena.cur_index, queued);
-        if (index == 0) index = state.current->add(arena, arena.cur_index, queued);
-        if (index != 0) {
-            const std::uint64_t now = clock_.now(path.fake_clock);
-            const std::uint64_t waited = now > path.tick ? now - path.tick : 0;  // another core's counter may lag
-            NodeRecord& node = *arena.at(index);
-            bump(node.count);
-            bump(node.total, waited);
-            if (waited < node.min.load(std::memory_order_relaxed)) node.min.store(waited, std::memory_order_relaxed);
-            if (waited > node.max.load(std::memory_order_relaxed)) node.max.store(waited, std::memory_order_relaxed);
-        } else {
-            state.drop(1);
-        }
+        if (!enter_path(state, path, saved)) return false;
+        count_wait(state, queued_, "[queued]", path.tick, path.fake_clock);
         return true;
+    }
+
+    // A coroutine resumes: at its origin's path as a Continue would be (or where it runs, inside a
+    // capture or another trace's continued work), then at its co-scopes still open, as real nodes:
+    // their ends count the calls here. The wait beside them: `[suspended]`, or `[queued]` before its
+    // first run. False: nothing entered (this thread runs it already, or has exited).
+    bool resume(ThreadState& state, const HandoffPath& origin, CoroutineState& coroutine, Continuation& saved) noexcept {
+        Arena& arena = state.arena;
+        if (state.retired.load() || arena.cur == &state.overflow || state.coroutine == &coroutine) return false;
+        if (state.capture_waits()) state.start_deferred_capture();  // as for anything recorded under it
+        if (!enter_path(state, origin, saved)) {
+            saved = Continuation{&arena, arena.cur, arena.cur_index, arena.depth};
+            saved.in_place = true;
+        }
+        saved.coroutine = &coroutine;
+        saved.outer = std::exchange(state.coroutine, &coroutine);
+        saved.captures = state.capture_depth;
+        saved.recording_into = state.current;
+        std::unique_lock<std::mutex> lock(coroutine.mutex);
+        saved.resumption = ++coroutine.resumptions;
+        if (saved.resumption == 1) {
+            lock.unlock();
+            if (origin.valid) count_wait(state, queued_, "[queued]", origin.tick, origin.fake_clock);
+            return true;
+        }
+        const std::uint32_t open = std::min(coroutine.open, HandoffPath::kMaxDepth);
+        const SiteInfo* sites[HandoffPath::kMaxDepth];
+        std::copy(coroutine.open_sites, coroutine.open_sites + open, sites);
+        // The resumption before may not have ended yet (it handed the coroutine on as it suspended):
+        // then its wait is too short to tell.
+        const bool ended = coroutine.suspended_after == saved.resumption - 1;
+        const std::uint64_t since = ended ? coroutine.suspended_at : clock_.now(coroutine.fake_clock);
+        const bool fake_clock = coroutine.fake_clock;
+        lock.unlock();
+        const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
+        for (std::uint32_t level = 0; level < open && arena.depth + 1 < max_depth; ++level)
+            if (!enter_node(state, sites[level])) break;
+        count_wait(state, suspended_, "[suspended]", since, fake_clock);
+        return true;
+    }
+
+    // A coroutine suspends (or ends): the arena put back, unless a plain scope is still open across
+    // the suspension (in a capture's tree maybe: the arena stays rather than free a tree that scope
+    // will end in).
+    void suspend(Continuation& saved) noexcept {
+        ThreadState& state = ThreadState::of(*saved.arena);
+        Arena& arena = state.arena;
+        {
+            std::lock_guard<std::mutex> lock(saved.coroutine->mutex);
+            if (saved.coroutine->resumptions == saved.resumption) {  // not resumed again meanwhile
+                saved.coroutine->fake_clock = clock_.is_test(std::memory_order_relaxed);
+                saved.coroutine->suspended_at = clock_.now(saved.coroutine->fake_clock);
+                saved.coroutine->suspended_after = saved.resumption;
+            }
+        }
+        state.coroutine = saved.outer;
+        const bool as_resumed = state.capture_depth == saved.captures && state.current == saved.recording_into &&
+                                !state.capture_waits() && arena.cur != &state.overflow;
+        if (saved.in_place) {
+            if (as_resumed) arena.cur = saved.cur, arena.cur_index = saved.cur_index, arena.depth = saved.depth;
+        } else if (as_resumed || state.retired.load()) {
+            leave(saved);
+        }
+    }
+
+    // TRACETREE_CO_SCOPE: entered as a scope is, without sessions (their state is the thread's), and
+    // kept among its coroutine's open scopes.
+    void enter_suspendable(ThreadState& state, Site* site, SuspendableScope& scope) noexcept {
+        Arena& arena = state.arena;
+        if (state.retired.load() || arena.cur == &state.overflow) return;
+        if (state.capture_waits()) state.start_deferred_capture();
+        state.apply_pending_reset();
+        const SiteInfo* info = site->info.load(std::memory_order_acquire);
+        if (!info->interned && state.current->full()) return (void)state.drop(1);
+        if ((info = sites_.registered(site, info)) == nullptr) return;
+        if (arena.depth >= state.max_depth.load(std::memory_order_relaxed) || !enter_node(state, info))
+            return (void)state.drop(1);
+        if (CoroutineState* coroutine = state.coroutine) {
+            std::lock_guard<std::mutex> lock(coroutine->mutex);
+            if (coroutine->open < HandoffPath::kMaxDepth) coroutine->open_sites[coroutine->open] = info;
+            ++coroutine->open;
+            scope.coroutine = coroutine;
+        }
+        scope.entered = info;
+        scope.uncaught = *arena.uncaught;
+        scope.fake_clock = clock_.is_test(std::memory_order_relaxed);
+        scope.start = clock_.now(scope.fake_clock);
+    }
+    // Its end, on whichever thread the coroutine runs now: counted if the arena is at its node.
+    void leave_suspendable(ThreadState& state, const SuspendableScope& scope) noexcept {
+        if (CoroutineState* coroutine = scope.coroutine) {
+            std::lock_guard<std::mutex> lock(coroutine->mutex);
+            if (coroutine->open != 0) --coroutine->open;
+        }
+        Arena& arena = state.arena;
+        if (state.retired.load()) return;
+        if (state.capture_waits() || arena.cur == &state.overflow || arena.cur->site != scope.entered)
+            return (void)state.drop(1);
+        const std::uint64_t now = clock_.now(scope.fake_clock);
+        arena.leave(arena.cur, now > scope.start ? now - scope.start : 0, scope.uncaught);
     }
 
     // Continue's end: the arena put back; a gathered trace's part handed to it and folded here.
@@ -135,6 +197,54 @@ public:
     }
 
 private:
+    // The path entered as shadows of its sites, from the root of this thread's tree (or of a tree of its
+    // own for a trace the path was taken in); false: nothing entered.
+    bool enter_path(ThreadState& state, const HandoffPath& path, Continuation& saved) noexcept {
+        Arena& arena = state.arena;
+        if (state.retired.load()) return false;
+        // Inside a captured invocation, a scope cut by the node limit, or another trace's continued work
+        // (its own tree, which a second one would split the arena from), the work stays where it runs.
+        if (state.capture_depth != 0 || state.capture_waits() || arena.cur == &state.overflow ||
+            state.current != state.main.get())
+            return false;
+        state.apply_pending_reset();
+        saved.arena = &arena;
+        saved.cur = arena.cur;
+        saved.cur_index = arena.cur_index;
+        saved.depth = arena.depth;
+        Tree* own = path.gather != nullptr ? gather_tree(state) : nullptr;  // for the trace it came from
+        if (own != nullptr) {
+            retain(path.gather);
+            saved.gather = path.gather;
+            saved.tree = own;
+            state.current = own;
+        }
+        state.point_at(*state.current, 0);
+        arena.depth = 0;
+        const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
+        // Levels that do not fit (the depth or node limit) are left off: the work lands higher up.
+        for (std::uint32_t level = 0; level < path.depth && arena.depth + 1 < max_depth; ++level) {
+            const InternedSite* shadow = sites_.continued(path.sites[level]);
+            if (shadow == nullptr || !enter_node(state, shadow)) break;
+        }
+        return true;
+    }
+    // A wait (`[queued]`, `[suspended]`) from `since`'s tick to now, under the current node.
+    void count_wait(ThreadState& state, std::atomic<const InternedSite*>& known, const char* name, std::uint64_t since,
+                    bool fake_clock) noexcept {
+        Arena& arena = state.arena;
+        const InternedSite* site = wait_site(known, name);
+        std::uint32_t index = site != nullptr ? arena.find(arena.cur_index, site) : 0;
+        if (site != nullptr && index == 0) index = state.current->add(arena, arena.cur_index, site);
+        if (index == 0) return (void)state.drop(1);
+        const std::uint64_t now = clock_.now(fake_clock);
+        const std::uint64_t waited = now > since ? now - since : 0;  // another core's counter may lag
+        NodeRecord& node = *arena.at(index);
+        bump(node.count);
+        bump(node.total, waited);
+        if (waited < node.min.load(std::memory_order_relaxed)) node.min.store(waited, std::memory_order_relaxed);
+        if (waited > node.max.load(std::memory_order_relaxed)) node.max.store(waited, std::memory_order_relaxed);
+    }
     // The child of the current node for `site`, made current; false when the tree is full.
     static bool enter_node(ThreadState& state, const SiteInfo* site) noexcept {
         Arena& arena = state.arena;
@@ -174,11 +284,11 @@ private:
             return nullptr;
         }
     }
-    const InternedSite* queued_site() noexcept {
-        if (const InternedSite* known = queued_.load(std::memory_order_acquire)) return known;
+    const InternedSite* wait_site(std::atomic<const InternedSite*>& known, const char* name) noexcept {
+        if (const InternedSite* site = known.load(std::memory_order_acquire)) return site;
         try {
-            const InternedSite* made = sites_.intern(SiteKind::scope, "[queued]", "", 0, nullptr);
-            queued_.store(made, std::memory_order_release);
+            const InternedSite* made = sites_.intern(SiteKind::scope, name, "", 0, nullptr);
+            known.store(made, std::memory_order_release);
             return made;
         } catch (...) {
             return nullptr;
@@ -188,7 +298,8 @@ private:
     const Clock& clock_;
     SiteTable& sites_;
     ChunkPool& chunks_;
-    std::atomic<const InternedSite*> queued_{nullptr};  // the `[queued]` node's site
+    std::atomic<const InternedSite*> queued_{nullptr};     // the `[queued]` node's site
+    std::atomic<const InternedSite*> suspended_{nullptr};  // the `[suspended]` node's site
 };
 
 }  // namespace detail

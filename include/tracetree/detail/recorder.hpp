@@ -338,6 +338,8 @@ class RuntimeImpl;
 struct HandoffPath;   // detail/handoff.hpp
 struct Continuation;
 struct GatherRef;
+struct SuspendableScope;
+struct CoroutineState;
 
 // The slow paths, implemented once per process (detail/runtime.hpp). Every copy of this header (the
 // executable, shared libraries, plugins) calls the same object, so one profile sees all of them.
@@ -359,6 +361,12 @@ public:
     virtual bool continue_at(Arena& arena, const HandoffPath& path, Continuation& saved) noexcept = 0;
     virtual void end_continue(Continuation& saved) noexcept = 0;
     virtual void gathered(GatherRef& gather) noexcept = 0;  // the last reference is gone: deliver
+    // Coroutines (coroutine.hpp): a scope that may end on another thread; a coroutine's place entered
+    // where it resumes, and left when it suspends.
+    virtual void enter_suspendable(Arena& arena, Site* site, SuspendableScope& scope) noexcept = 0;
+    virtual void leave_suspendable(Arena& arena, const SuspendableScope& scope) noexcept = 0;
+    virtual bool resume(Arena& arena, const HandoffPath& origin, CoroutineState& coroutine, Continuation& saved) noexcept = 0;
+    virtual void suspend(Continuation& saved) noexcept = 0;
 
 protected:
     ~Recorder() = default;  // never destroyed: threads may record until the process ends

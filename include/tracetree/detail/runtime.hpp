@@ -232,6 +232,16 @@ public:
         return handoffs_.enter(ThreadState::of(arena), path, saved);
     }
     void end_continue(Continuation& saved) noexcept override { handoffs_.leave(saved); }
+    void enter_suspendable(Arena& arena, Site* site, SuspendableScope& scope) noexcept override {
+        handoffs_.enter_suspendable(ThreadState::of(arena), site, scope);
+    }
+    void leave_suspendable(Arena& arena, const SuspendableScope& scope) noexcept override {
+        handoffs_.leave_suspendable(ThreadState::of(arena), scope);
+    }
+    bool resume(Arena& arena, const HandoffPath& origin, CoroutineState& coroutine, Continuation& saved) noexcept override {
+        return handoffs_.resume(ThreadState::of(arena), origin, coroutine, saved);
+    }
+    void suspend(Continuation& saved) noexcept override { handoffs_.suspend(saved); }
     void gathered(GatherRef& ref) noexcept override {
         std::unique_ptr<Gather> gather(static_cast<Gather*>(&ref));
         try {

@@ -104,6 +104,7 @@ public:
     std::uint32_t capture_mask = 0;  // of this epoch's sessions (current_sessions), the trace and recorder ones
     std::vector<std::pair<std::string, std::string>> annotations;
     std::uint32_t timeline_depth = 0;
+    CoroutineState* coroutine = nullptr;  // the coroutine a Resumed runs here now (coroutine.hpp)
 
     bool reset_pending() const noexcept { return reset_requested.load() != reset_done_.load(); }
     // The depth limit reads 0 while the slow path must see every scope; re-checked after the store so

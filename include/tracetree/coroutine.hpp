@@ -1,0 +1,131 @@
+// tracetree coroutines: scopes held across co_await, recorded where the coroutine was started.
+// SPDX-License-Identifier: MIT
+//
+//   struct promise_type { tracetree::Coroutine place; ... };   // taken where the coroutine starts
+//   { tracetree::Resumed on(promise.place); handle.resume(); } // each time it runs, on any thread
+//
+//   task<void> fetch() {
+//       TRACETREE_CO_SCOPE("fetch");   // a scope that may end on another thread
+//       co_await socket.read();        // the time suspended is a `[suspended]` node under `fetch`
+//   }
+//
+// A Coroutine is the place in the tree of one chain of coroutines that suspend and resume together
+// (a task and the tasks it awaits; an asio co_spawn, see asio.hpp): the path open where it was made,
+// as here() takes it, and its own scopes open when it last suspended. A Resumed around each
+// resumption enters that place on the thread that resumes it (from the root of that thread's tree,
+// like a Continue: a `[queued]` node holds the time before the first run) and, when the coroutine
+// suspends again, keeps its open scopes and puts the thread back. A Resumed of a Coroutine that is
+// already running (resumed inline from its own code, or by two threads at once) does nothing.
+//
+// Inside a coroutine, a scope that is open across a co_await must be a TRACETREE_CO_SCOPE (or a
+// TRACETREE_CO_FUNCTION): it keeps nothing of the thread it started on, and counts the call at its
+// end where the coroutine runs then. It does not start trace, stack or watch sessions (their state is
+// a thread's); the plain scopes it calls do. A plain TRACETREE_SCOPE open across a co_await is not
+// supported: it would end on another thread's tree. A coroutine that is never inside a Resumed may
+// record its co-scopes' ends nowhere (each then counts as a dropped call).
+//
+// With TRACETREE_DISABLE the names exist and do nothing, and the macros compile to nothing.
+#ifndef TRACETREE_COROUTINE_HPP
+#define TRACETREE_COROUTINE_HPP
+
+#include "handoff.hpp"
+#include "tracetree.hpp"
+
+#ifdef TRACETREE_DISABLE
+
+#define TRACETREE_CO_SCOPE(name) static_cast<void>(0)
+#define TRACETREE_CO_FUNCTION() static_cast<void>(0)
+
+namespace tracetree {
+inline namespace coroutine_disabled {
+class Coroutine {
+public:
+    Coroutine() noexcept = default;
+    explicit Coroutine(const Here&) noexcept {}
+    Coroutine(const Coroutine&) = delete;
+    Coroutine& operator=(const Coroutine&) = delete;
+};
+class Resumed {
+public:
+    explicit Resumed(Coroutine&) noexcept {}
+    Resumed(const Resumed&) = delete;
+    Resumed& operator=(const Resumed&) = delete;
+};
+}  // namespace coroutine_disabled
+}  // namespace tracetree
+
+#else
+
+#define TRACETREE_CO_SCOPE(name) TRACETREE_DETAIL_CO_SCOPE(TRACETREE_DETAIL_ID, "" name, scope)
+#define TRACETREE_CO_FUNCTION() TRACETREE_DETAIL_CO_SCOPE(TRACETREE_DETAIL_ID, TRACETREE_DETAIL_SIGNATURE, function)
+
+#define TRACETREE_DETAIL_CO_SCOPE(id, text, kind)                                                     \
+    static ::tracetree::detail::Site TRACETREE_DETAIL_CAT(tracetree_site_, id){                        \
+        text, __FILE__, __LINE__, ::tracetree::detail::SiteKind::kind};                                \
+    ::tracetree::detail::CoScope TRACETREE_DETAIL_CAT(tracetree_scope_, id) {                          \
+        TRACETREE_DETAIL_CAT(tracetree_site_, id)                                                      \
+    }
+
+TRACETREE_BEGIN_NAMESPACE
+
+// Where a chain of coroutines is in the tree, between its resumptions.
+class Coroutine {
+public:
+    Coroutine() noexcept : origin_(here()) {}
+    explicit Coroutine(Here origin) noexcept : origin_(static_cast<Here&&>(origin)) {}
+    Coroutine(const Coroutine&) = delete;
+    Coroutine& operator=(const Coroutine&) = delete;
+
+private:
+    friend class Resumed;
+    Here origin_;
+    detail::CoroutineState state_;
+};
+
+// Until its end, this thread records at `coroutine`'s place; at its end the coroutine's open scopes
+// are kept for its next resumption.
+class Resumed {
+public:
+    explicit Resumed(Coroutine& coroutine) noexcept {
+        if (detail::Arena* arena = detail::recording_arena())
+            if (arena->recorder->resume(*arena, coroutine.origin_.path_, coroutine.state_, saved_)) return;
+        saved_.arena = nullptr;
+    }
+    ~Resumed() {
+        if (saved_.arena != nullptr) saved_.arena->recorder->suspend(saved_);
+    }
+    Resumed(const Resumed&) = delete;
+    Resumed& operator=(const Resumed&) = delete;
+
+private:
+    detail::Continuation saved_;
+};
+
+namespace detail {
+
+// TRACETREE_CO_SCOPE: both ends are calls into the runtime, which looks for the scope's node where
+// the coroutine runs at its end.
+class CoScope {
+public:
+    explicit CoScope(Site& site) noexcept {
+        if (Arena* arena = recording_arena()) arena->recorder->enter_suspendable(*arena, &site, scope_);
+    }
+    ~CoScope() {
+        if (scope_.entered == nullptr) return;
+        Arena* arena = tls_arena();
+        if (arena != nullptr || (arena = join_thread()) != nullptr) arena->recorder->leave_suspendable(*arena, scope_);
+    }
+    CoScope(const CoScope&) = delete;
+    CoScope& operator=(const CoScope&) = delete;
+
+private:
+    SuspendableScope scope_;
+};
+
+}  // namespace detail
+
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_DISABLE
+
+#endif  // TRACETREE_COROUTINE_HPP

@@ -1,0 +1,414 @@
+// Coroutines (coroutine.hpp): scopes held across co_await, with a minimal hand-written task type whose
+// resumptions the test places on threads of its choosing.
+#include "../support.hpp"
+
+#include <tracetree/coroutine.hpp>
+
+#include <doctest/doctest.h>
+
+#include <condition_variable>
+#include <coroutine>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+using namespace test;
+
+namespace {
+
+// A lazy task. Awaiting one runs it at once on the awaiting thread, in the awaiting chain's place;
+// the chain's first task is started by a Scheduler, which owns that place.
+class Task {
+public:
+    struct promise_type {
+        std::coroutine_handle<> continuation;  // the awaiting task, resumed at the end
+        tracetree::Coroutine* place = nullptr;   // the chain's
+        Task get_return_object() { return Task(std::coroutine_handle<promise_type>::from_promise(*this)); }
+        std::suspend_always initial_suspend() noexcept { return {}; }
+        auto final_suspend() noexcept {
+            struct Final {
+                bool await_ready() noexcept { return false; }
+                std::coroutine_handle<> await_suspend(std::coroutine_handle<promise_type> done) noexcept {
+                    const std::coroutine_handle<> next = done.promise().continuation;
+                    return next ? next : std::noop_coroutine();
+                }
+                void await_resume() noexcept {}
+            };
+            return Final{};
+        }
+        void return_void() {}
+        void unhandled_exception() { std::terminate(); }
+    };
+    using Handle = std::coroutine_handle<promise_type>;
+
+    explicit Task(Handle handle) : handle_(handle) {}
+    Task(Task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+    Task& operator=(Task&&) = delete;
+    ~Task() {
+        if (handle_) handle_.destroy();
+    }
+
+    bool await_ready() const noexcept { return false; }
+    std::coroutine_handle<> await_suspend(Handle awaiting) noexcept {
+        handle_.promise().continuation = awaiting;
+        handle_.promise().place = awaiting.promise().place;
+        return handle_;
+    }
+    void await_resume() const noexcept {}
+
+    Handle handle() const noexcept { return handle_; }
+
+private:
+    Handle handle_;
+};
+
+// Resumptions waiting for a thread; the test runs them one at a time (run_on), or a pool does (drain).
+class Scheduler {
+public:
+    struct Hop {  // `co_await scheduler.hop()`: suspends, to be resumed by whoever runs the queue
+        Scheduler& scheduler;
+        bool await_ready() const noexcept { return false; }
+        void await_suspend(Task::Handle handle) { scheduler.post(handle, handle.promise().place); }
+        void await_resume() const noexcept {}
+    };
+    Hop hop() { return Hop{*this}; }
+
+    // Starts `task` as a chain of its own, placed where this is called.
+    void spawn(Task task) {
+        auto chain = std::make_unique<Chain>(std::move(task));
+        Task::Handle handle = chain->task.handle();
+        handle.promise().place = &chain->place;
+        std::lock_guard<std::mutex> lock(mutex_);
+        chains_.push_back(std::move(chain));
+        queue_.push_back({handle, &chains_.back()->place});
+        ready_.notify_one();
+    }
+
+    // Runs the oldest resumption on a new thread named `thread_name`; false when none is waiting.
+    bool run_on(const std::string& thread_name) {
+        Resumption next;
+        if (!take(next, false)) return false;
+        std::thread([&] {
+            tracetree::set_thread_name(thread_name);
+            run(next);
+        }).join();
+        return true;
+    }
+    // Runs the oldest resumption on this thread; false when none is waiting.
+    bool run_here() {
+        Resumption next;
+        if (!take(next, false)) return false;
+        run(next);
+        return true;
+    }
+    // Runs resumptions until the queue is empty and stop() was called; for pool threads.
+    void drain() {
+        for (Resumption next; take(next, true);) run(next);
+    }
+    void stop() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopped_ = true;
+        ready_.notify_all();
+    }
+    std::size_t waiting() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return queue_.size();
+    }
+
+private:
+    struct Chain {
+        explicit Chain(Task task_) : task(std::move(task_)) {}
+        tracetree::Coroutine place;  // where spawn() was called
+        Task task;
+    };
+    struct Resumption {
+        std::coroutine_handle<> handle;
+        tracetree::Coroutine* place = nullptr;
+    };
+    void post(std::coroutine_handle<> handle, tracetree::Coroutine* place) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        queue_.push_back({handle, place});
+        ready_.notify_one();
+    }
+    bool take(Resumption& next, bool wait) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (wait) ready_.wait(lock, [&] { return !queue_.empty() || stopped_; });
+        if (queue_.empty()) return false;
+        next = queue_.front();
+        queue_.pop_front();
+        return true;
+    }
+    static void run(const Resumption& next) {
+        tracetree::Resumed on(*next.place);
+        next.handle.resume();
+    }
+
+    std::mutex mutex_;
+    std::condition_variable ready_;
+    std::deque<Resumption> queue_;
+    std::vector<std::unique_ptr<Chain>> chains_;  // kept to the end: a finished chain's frame is destroyed with it
+    bool stopped_ = false;
+};
+
+class Latch {
+public:
+    explicit Latch(int count) : count_(count) {}
+    void count_down() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (--count_ == 0) zero_.notify_all();
+    }
+    void wait() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        zero_.wait(lock, [&] { return count_ == 0; });
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable zero_;
+    int count_;
+};
+
+const tracetree::Node* on_path(const tracetree::ThreadProfile& thread, std::initializer_list<const char*> names) {
+    const tracetree::Node* node = nullptr;
+    for (const char* name : names) {
+        node = node == nullptr ? find_root(thread, name) : find_child(*node, name);
+        if (node == nullptr) return nullptr;
+    }
+    return node;
+}
+
+Task request(Scheduler& scheduler) {
+    TRACETREE_CO_SCOPE("request");
+    {
+        TRACETREE_SCOPE("parse");
+        advance(1us);
+    }
+    co_await scheduler.hop();
+    TRACETREE_SCOPE("respond");
+    advance(2us);
+}
+
+Task query(Scheduler& scheduler, int hops) {
+    TRACETREE_CO_SCOPE("query");
+    for (int i = 0; i < hops; ++i) co_await scheduler.hop();
+}
+
+Task handler(Scheduler& scheduler) {
+    TRACETREE_CO_SCOPE("handler");
+    co_await query(scheduler, 2);
+    TRACETREE_SCOPE("render");
+}
+
+Task named(Scheduler& scheduler, const char* which) {
+    if (which[0] == 'a') {
+        TRACETREE_CO_SCOPE("a");
+        co_await scheduler.hop();
+    } else {
+        TRACETREE_CO_SCOPE("b");
+        co_await scheduler.hop();
+    }
+}
+
+}  // namespace
+
+TEST_CASE("a co-scope across a suspension: one call, where the coroutine was started, the suspended time apart") {
+    FakeClock clock;
+    Scheduler scheduler;
+    {
+        TRACETREE_SCOPE("serve");
+        scheduler.spawn(request(scheduler));
+    }
+    advance(5us);  // in the queue
+    REQUIRE(scheduler.run_on("first"));
+    advance(7us);  // suspended
+    REQUIRE(scheduler.run_on("second"));
+    CHECK(scheduler.waiting() == 0);
+
+    const auto profile = tracetree::profile();
+    const auto* first = find_thread(profile, "first");
+    const auto* second = find_thread(profile, "second");
+    REQUIRE(first != nullptr);
+    REQUIRE(second != nullptr);
+    const auto* queued = on_path(*first, {"serve", "[queued]"});
+    REQUIRE(queued != nullptr);
+    CHECK(queued->count == 1);
+    CHECK(queued->total == 5us);
+    const auto* parse = on_path(*first, {"serve", "request", "parse"});
+    REQUIRE(parse != nullptr);
+    CHECK(parse->count == 1);
+    CHECK(on_path(*first, {"serve", "request"})->count == 0);  // it ended on the second thread
+    const auto* ended = on_path(*second, {"serve", "request"});
+    REQUIRE(ended != nullptr);
+    CHECK(ended->count == 1);
+    CHECK(ended->total == 1us + 7us + 2us);
+    const auto* suspended = find_child(*ended, "[suspended]");
+    REQUIRE(suspended != nullptr);
+    CHECK(suspended->count == 1);
+    CHECK(suspended->total == 7us);
+    CHECK(find_child(*ended, "respond")->total == 2us);
+    CHECK(on_path(*second, {"serve"})->continued);
+    // Folded: the coroutine's calls under the scope it was started in, one tree.
+    const auto merged = profile.merged();
+    const auto* request_node = on_path(merged, {"serve", "request"});
+    REQUIRE(request_node != nullptr);
+    CHECK(request_node->count == 1);
+    CHECK(request_node->total == 10us);
+    CHECK(find_child(*request_node, "parse")->count == 1);
+    CHECK(find_child(*request_node, "respond")->count == 1);
+    CHECK(find_child(*request_node, "[suspended]")->total == 7us);
+    CHECK(on_path(merged, {"serve"})->count == 1);
+    const std::string text = tracetree::to_string(merged);
+    CHECK(text.find("[suspended]") != std::string::npos);
+    // The threads that ran it are back at their roots: a scope after the resumption is a root.
+    std::thread([&] {
+        tracetree::set_thread_name("after");
+        TRACETREE_SCOPE("outer");
+        scheduler.spawn(request(scheduler));
+        REQUIRE(scheduler.run_here());  // suspends at its hop, inside `outer`
+        TRACETREE_SCOPE("inner");
+    }).join();
+    const auto after_profile = tracetree::profile();
+    const auto* after = find_thread(after_profile, "after");
+    REQUIRE(after != nullptr);
+    CHECK(after->roots.size() == 2);  // `outer`, and the path it continues under
+    const auto after_merged = after_profile.merged();
+    CHECK(on_path(after_merged, {"outer", "inner"}) != nullptr);  // back in `outer` after it
+    CHECK(on_path(after_merged, {"outer", "request", "parse"}) != nullptr);
+    CHECK(on_path(after_merged, {"outer", "[queued]"}) != nullptr);
+    CHECK(scheduler.run_on("rest"));
+    CHECK_FALSE(scheduler.run_on("rest"));
+}
+
+TEST_CASE("an awaited task's co-scope nests in its caller's, across its own suspensions") {
+    FakeClock clock;
+    Scheduler scheduler;
+    scheduler.spawn(handler(scheduler));
+    for (const char* thread : {"one", "two", "three"}) {
+        advance(3us);
+        REQUIRE(scheduler.run_on(thread));
+    }
+    CHECK_FALSE(scheduler.run_on("none"));
+    const auto merged = tracetree::profile().merged();
+    const auto* handler_node = on_path(merged, {"handler"});
+    REQUIRE(handler_node != nullptr);
+    CHECK(handler_node->count == 1);
+    CHECK(handler_node->total == 6us);  // two suspensions of 3 µs each
+    const auto* query_node = find_child(*handler_node, "query");
+    REQUIRE(query_node != nullptr);
+    CHECK(query_node->count == 1);
+    CHECK(query_node->total == 6us);
+    const auto* suspended = find_child(*query_node, "[suspended]");
+    REQUIRE(suspended != nullptr);
+    CHECK(suspended->count == 2);
+    CHECK(find_child(*handler_node, "render")->count == 1);
+    CHECK(find_child(*handler_node, "[suspended]") == nullptr);
+    CHECK(find_root(merged, "[queued]") != nullptr);  // started at no scope: its wait is a root
+}
+
+TEST_CASE("coroutines interleaved on one thread keep their own places") {
+    FakeClock clock;
+    Scheduler scheduler;
+    scheduler.spawn(named(scheduler, "a"));
+    scheduler.spawn(named(scheduler, "b"));
+    std::thread([&] {
+        tracetree::set_thread_name("loop");
+        TRACETREE_SCOPE("loop");
+        for (int i = 0; i < 4; ++i) {  // a, b, a, b
+            advance(1us);
+            CHECK(scheduler.run_here());
+        }
+    }).join();
+    const auto merged = tracetree::profile().merged();
+    const auto* a = find_root(merged, "a");
+    const auto* b = find_root(merged, "b");
+    REQUIRE(a != nullptr);
+    REQUIRE(b != nullptr);
+    CHECK(a->count == 1);
+    CHECK(b->count == 1);
+    CHECK(find_child(*a, "b") == nullptr);
+    CHECK(find_child(*b, "a") == nullptr);
+    CHECK(a->total == 2us);  // suspended while b ran, and 1 µs more before its resumption
+    CHECK(find_child(*a, "[suspended]")->count == 1);
+    CHECK(find_root(merged, "[queued]")->count == 2);  // started at no scope: at the root, not in `loop`
+    CHECK(find_child(*find_root(merged, "loop"), "a") == nullptr);
+}
+
+TEST_CASE("a Resumed of a running coroutine records where it runs; the outer one puts the thread back") {
+    FakeClock clock;
+    tracetree::Coroutine place;
+    {
+        tracetree::Resumed outer(place);
+        tracetree::Resumed inner(place);  // resumed inline from its own code: nothing to enter
+        TRACETREE_SCOPE("inline");
+    }
+    {
+        TRACETREE_SCOPE("after");
+    }
+    const auto thread = mine();
+    CHECK(find_root(thread, "after") != nullptr);
+    CHECK(find_root(thread, "inline") != nullptr);
+}
+
+TEST_CASE("a co-scope whose coroutine is resumed elsewhere without a Resumed counts a dropped call") {
+    FakeClock clock;
+    auto scope = std::make_unique<std::optional<tracetree::detail::CoScope>>();
+    static tracetree::detail::Site site{"lost", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    {
+        tracetree::Coroutine place;
+        tracetree::Resumed on(place);
+        scope->emplace(site);
+    }
+    std::thread([&] {
+        tracetree::set_thread_name("elsewhere");
+        TRACETREE_SCOPE("elsewhere");
+        scope->reset();  // its end finds another node current: not counted there
+    }).join();
+    const auto profile = tracetree::profile();
+    const auto* elsewhere = find_root(*find_thread(profile, "elsewhere"), "elsewhere");
+    REQUIRE(elsewhere != nullptr);
+    CHECK(elsewhere->count == 1);
+    CHECK(elsewhere->dropped == 1);
+    const auto* lost = find_root(*find_thread(profile, "test-main"), "lost");
+    CHECK((lost == nullptr || lost->count == 0));  // entered there, ended nowhere
+}
+
+TEST_CASE("stress: coroutines hopping across 8 threads are counted exactly") {
+    tracetree::reset();
+    constexpr int kThreads = 8, kCoroutines = 200, kHops = 10;
+    Scheduler scheduler;
+    struct Body {
+        static Task run(Scheduler& scheduler, Latch& done) {
+            {
+                TRACETREE_CO_SCOPE("request");
+                for (int i = 0; i < kHops; ++i) {
+                    co_await scheduler.hop();
+                    TRACETREE_SCOPE("step");
+                }
+            }
+            done.count_down();
+        }
+    };
+    Latch done(kCoroutines);
+    std::vector<std::thread> pool;
+    for (int i = 0; i < kThreads; ++i) pool.emplace_back([&] { scheduler.drain(); });
+    {
+        TRACETREE_SCOPE("accept");
+        for (int i = 0; i < kCoroutines; ++i) scheduler.spawn(Body::run(scheduler, done));
+    }
+    done.wait();  // every co-scope has ended; the pool ends after the resumptions it is running
+    scheduler.stop();
+    for (auto& thread : pool) thread.join();
+    const auto merged = tracetree::profile().merged();
+    const auto* request_node = on_path(merged, {"accept", "request"});
+    REQUIRE(request_node != nullptr);
+    CHECK(request_node->count == kCoroutines);
+    CHECK(find_child(*request_node, "step")->count == kCoroutines * kHops);
+    CHECK(find_child(*request_node, "[suspended]")->count == kCoroutines * kHops);
+    CHECK(on_path(merged, {"accept", "[queued]"})->count == kCoroutines);
+    CHECK(request_node->dropped == 0);
+}
