@@ -115,6 +115,10 @@ public:
         stopped_ = true;
         ready_.notify_all();
     }
+    void forget_chains() {  // the finished ones' places go with them
+        std::lock_guard<std::mutex> lock(mutex_);
+        chains_.clear();
+    }
     std::size_t waiting() {
         std::lock_guard<std::mutex> lock(mutex_);
         return queue_.size();
@@ -284,6 +288,37 @@ TEST_CASE("a co-scope across a suspension: one call, where the coroutine was sta
     CHECK_FALSE(scheduler.run_on("rest"));
 }
 
+TEST_CASE("a trace of the scope a coroutine was started in: its work on other threads in the one tree") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("traced-serve"));
+    Scheduler scheduler;
+    {
+        TRACETREE_SCOPE("traced-serve");
+        scheduler.spawn(request(scheduler));
+    }
+    CHECK_FALSE(trace.next(0s));  // held while the coroutine's place lives
+    advance(5us);
+    REQUIRE(scheduler.run_on("part-one"));
+    advance(7us);
+    REQUIRE(scheduler.run_on("part-two"));
+    CHECK_FALSE(trace.next(0s));
+    scheduler.forget_chains();
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    const tracetree::Node& root = captured->root;
+    CHECK(root.name == "traced-serve");
+    CHECK(root.count == 1);
+    const auto* request_node = find_child(root, "request");
+    REQUIRE(request_node != nullptr);
+    CHECK(request_node->count == 1);
+    CHECK(request_node->total == 10us);
+    CHECK(find_child(*request_node, "parse")->count == 1);
+    CHECK(find_child(*request_node, "respond")->count == 1);
+    CHECK(find_child(*request_node, "[suspended]")->total == 7us);
+    CHECK(find_child(root, "[queued]")->total == 5us);
+    CHECK(root.total >= request_node->total);
+}
+
 TEST_CASE("an awaited task's co-scope nests in its caller's, across its own suspensions") {
     FakeClock clock;
     Scheduler scheduler;
@@ -340,18 +375,27 @@ TEST_CASE("coroutines interleaved on one thread keep their own places") {
 
 TEST_CASE("a Resumed of a running coroutine records where it runs; the outer one puts the thread back") {
     FakeClock clock;
-    tracetree::Coroutine place;
+    std::optional<tracetree::Coroutine> place;
     {
-        tracetree::Resumed outer(place);
-        tracetree::Resumed inner(place);  // resumed inline from its own code: nothing to enter
+        TRACETREE_SCOPE("origin");
+        place.emplace();
+    }
+    {
+        tracetree::Resumed outer(*place);
+        TRACETREE_CO_SCOPE("co");
+        tracetree::Resumed inner(*place);  // resumed inline from its own code: nothing to enter
         TRACETREE_SCOPE("inline");
     }
     {
         TRACETREE_SCOPE("after");
     }
-    const auto thread = mine();
-    CHECK(find_root(thread, "after") != nullptr);
-    CHECK(find_root(thread, "inline") != nullptr);
+    const auto merged = tracetree::profile().merged();
+    const auto* co = find_child(*find_root(merged, "origin"), "co");
+    REQUIRE(co != nullptr);
+    CHECK(co->count == 1);
+    CHECK(find_child(*co, "inline") != nullptr);
+    CHECK(find_child(*co, "[suspended]") == nullptr);  // no second resumption
+    CHECK(find_root(merged, "after") != nullptr);
 }
 
 TEST_CASE("a co-scope whose coroutine is resumed elsewhere without a Resumed counts a dropped call") {
