@@ -123,6 +123,8 @@ std::vector<Case> scope_cases() {
          1, "nested"},
         {"hand-off: `here()`, `Continue` and its end (one thread, no queue)", "handoff", kernel_handoff, kScopes},
         {"scope on a continued path (inside a `Continue`)", "continued", kernel_continued, kScopes, 1, "enabled"},
+        {"coroutine resumed and suspended (`Resumed`), a co-scope open", "resumption", kernel_resumption, kScopes},
+        {"`TRACETREE_CO_SCOPE` (inside a `Resumed`)", "co-scope", kernel_co_scope, kScopes, 1, "enabled"},
     };
 }
 

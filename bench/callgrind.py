@@ -48,6 +48,8 @@ KERNELS = [
     ("nested-watched", 16384, 163840, "scope nested in a watched invocation", None),
     ("handoff", 10000, 110000, "hand-off: `here()`, `Continue` and its end", None),
     ("continued", 100000, 1100000, "scope on a continued path", None),
+    ("resumption", 10000, 110000, "coroutine resumed and suspended, a co-scope open", None),
+    ("co-scope", 10000, 110000, "`TRACETREE_CO_SCOPE` inside a resumption", None),
     ("invocation", 500, 5500, "20-node invocation, unwatched (per invocation)", None),
     ("recorded", 500, 5500, "20-node invocation, flight recorder (per invocation)", None),
     ("two-watches", 10000, 110000, "scope with two `TRACETREE_WATCH`, unwatched (per invocation)", None),

@@ -123,6 +123,8 @@ NamePicks name_picks_50();
 std::uint64_t kernel_nested(std::uint64_t n, Timer& timer);        // scopes nested 1,024 to an invocation
 std::uint64_t kernel_handoff(std::uint64_t n, Timer& timer);       // here(), Continue and its end, one thread
 std::uint64_t kernel_continued(std::uint64_t n, Timer& timer);     // a scope on a continued path
+std::uint64_t kernel_resumption(std::uint64_t n, Timer& timer);    // a coroutine resumed and suspended, a co-scope open
+std::uint64_t kernel_co_scope(std::uint64_t n, Timer& timer);      // TRACETREE_CO_SCOPE inside a resumption
 std::uint64_t kernel_invocation(std::uint64_t n, Timer& timer);    // 20-node invocations, unwatched
 std::uint64_t kernel_invocation_10us(std::uint64_t n, Timer& timer);
 std::uint64_t kernel_invocation_1ms(std::uint64_t n, Timer& timer);

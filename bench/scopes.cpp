@@ -5,10 +5,12 @@
 
 #include <tracetree/control.hpp>
 #include <tracetree/handoff.hpp>
+#include <tracetree/coroutine.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,7 +24,8 @@ namespace {
 // What the kernels ran, for the checks.
 std::uint64_t g_two_threads = 0;  // scopes of kernel_two_threads, on both threads
 std::uint64_t g_enabled = 0, g_disabled = 0, g_fib_runs = 0, g_with_watch = 0, g_nested = 0, g_invocations = 0,
-              g_two_watches = 0, g_handoffs = 0, g_continued = 0;
+              g_two_watches = 0, g_handoffs = 0, g_continued = 0,
+              g_resumptions = 0, g_resumed = 0, g_co_scopes = 0;
 
 }  // namespace
 
@@ -303,6 +306,47 @@ std::uint64_t kernel_continued(std::uint64_t n, Timer& timer) {
     return n;
 }
 
+// ---- coroutines (coroutine.hpp) ---------------------------------------------------------------------
+
+// A coroutine's resumption and suspension with one co-scope open: its node entered, `[suspended]`
+// counted, the thread put back.
+std::uint64_t kernel_resumption(std::uint64_t n, Timer& timer) {
+    static tracetree::detail::Site site{"bench.resumed", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::Coroutine place;
+    std::optional<tracetree::detail::CoScope> open;  // as a coroutine's frame holds it across co_await
+    {
+        tracetree::Resumed first(place);
+        open.emplace(site);
+    }
+    timer.start();
+    for (std::uint64_t i = 0; i < n; ++i) {
+        tracetree::Resumed on(place);
+        clobber();
+    }
+    timer.stop();
+    {
+        tracetree::Resumed last(place);
+        open.reset();
+    }
+    g_resumptions += n + 1;
+    ++g_resumed;
+    return n;
+}
+
+// TRACETREE_CO_SCOPE inside a resumption: both ends in the runtime.
+std::uint64_t kernel_co_scope(std::uint64_t n, Timer& timer) {
+    tracetree::Coroutine place;
+    tracetree::Resumed on(place);
+    timer.start();
+    for (std::uint64_t i = 0; i < n; ++i) {
+        TRACETREE_CO_SCOPE("bench.co-scope");
+        clobber();
+    }
+    timer.stop();
+    g_co_scopes += n;
+    return n;
+}
+
 std::uint64_t kernel_nested(std::uint64_t n, Timer& timer) {  // n: inner scopes, 1,024 to an invocation
     const std::uint64_t invocations = std::max<std::uint64_t>(1, n / kNestedPerInvocation);
     timer.start();
@@ -475,6 +519,10 @@ bool check_scopes(const tracetree::Profile& p) {
     ok &= check(g_continued == 0 || (continued != nullptr && continued->children.size() == 2 &&
                                      count_of(&continued->children[1]) == g_continued),
                 "every scope on a continued path recorded under it");
+    const tracetree::Node* resumed = find_root(p, kMainThread, "bench.resumed");
+    ok &= check(g_resumed == 0 || (count_of(resumed) == g_resumed && children_exact(resumed, 1, "[suspended]", g_resumptions)),
+                "every resumption counted once, on one [suspended] node under the open co-scope");
+    ok &= check(count_of(find_root(p, kMainThread, "bench.co-scope")) == g_co_scopes, "every co-scope recorded");
     return ok;
 }
 

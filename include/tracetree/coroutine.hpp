@@ -87,9 +87,9 @@ private:
 class Resumed {
 public:
     explicit Resumed(Coroutine& coroutine) noexcept {
-        if (detail::Arena* arena = detail::recording_arena())
-            if (arena->recorder->resume(*arena, coroutine.origin_.path_, coroutine.state_, saved_)) return;
-        saved_.arena = nullptr;
+        detail::Arena* arena = detail::tls_arena();
+        if (arena == nullptr && (arena = detail::join_thread()) == nullptr) return;
+        if (!arena->recorder->resume(*arena, coroutine.origin_.path_, coroutine.state_, saved_)) saved_.arena = nullptr;
     }
     ~Resumed() {
         if (saved_.arena != nullptr) saved_.arena->recorder->suspend(saved_);

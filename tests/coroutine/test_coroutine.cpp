@@ -208,6 +208,15 @@ Task handler(Scheduler& scheduler) {
     TRACETREE_SCOPE("render");
 }
 
+Task two_phases(Scheduler& scheduler) {
+    {
+        TRACETREE_CO_SCOPE("first");
+        co_await scheduler.hop();
+    }
+    TRACETREE_CO_SCOPE("second");
+    co_await scheduler.hop();
+}
+
 Task named(Scheduler& scheduler, const char* which) {
     if (which[0] == 'a') {
         TRACETREE_CO_SCOPE("a");
@@ -343,6 +352,42 @@ TEST_CASE("an awaited task's co-scope nests in its caller's, across its own susp
     CHECK(find_child(*handler_node, "render")->count == 1);
     CHECK(find_child(*handler_node, "[suspended]") == nullptr);
     CHECK(find_root(merged, "[queued]") != nullptr);  // started at no scope: its wait is a root
+}
+
+TEST_CASE("co-scopes one after the other: the second is not entered under the first") {
+    FakeClock clock;
+    Scheduler scheduler;
+    scheduler.spawn(two_phases(scheduler));
+    while (scheduler.run_on("phases")) {
+    }
+    const auto merged = tracetree::profile().merged();
+    const auto* first = find_root(merged, "first");
+    const auto* second = find_root(merged, "second");
+    REQUIRE(first != nullptr);
+    REQUIRE(second != nullptr);
+    CHECK(first->count == 1);
+    CHECK(second->count == 1);
+    CHECK(find_child(*first, "second") == nullptr);
+    CHECK(find_child(*second, "[suspended]")->count == 1);
+}
+
+TEST_CASE("a resumption while recording is off enters nothing, and the co-scopes' ends are still followed") {
+    FakeClock clock;
+    Scheduler scheduler;
+    scheduler.spawn(two_phases(scheduler));
+    REQUIRE(scheduler.run_on("on"));  // `first` open, suspended
+    tracetree::set_enabled(false);
+    REQUIRE(scheduler.run_on("off"));  // `first` ends, `second` is not recorded
+    tracetree::set_enabled(true);
+    REQUIRE(scheduler.run_on("on-again"));  // `second` ends; `first` must not be entered again
+    const auto profile = tracetree::profile();
+    const auto* again = find_thread(profile, "on-again");
+    REQUIRE(again != nullptr);
+    REQUIRE(again->roots.size() == 1);
+    CHECK(again->roots[0].name == "[suspended]");  // the origin is the root: nothing open to enter
+    const auto* first = find_root(profile.merged(), "first");
+    CHECK((first == nullptr || first->count == 0));  // ended while off, where nothing was entered
+    CHECK(find_root(profile.merged(), "second") == nullptr);
 }
 
 TEST_CASE("coroutines interleaved on one thread keep their own places") {

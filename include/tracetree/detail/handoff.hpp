@@ -54,6 +54,7 @@ struct Continuation {
     std::uint32_t captures = 0;
     const void* recording_into = nullptr;  // the tree
     bool in_place = false;  // inside a capture or another trace's continued work: recorded where it runs
+    bool passive = false;   // not recording: nothing entered, the co-scopes' ends followed
 };
 
 // A coroutine's place between its resumptions (coroutine.hpp); the runtime's, under the mutex: a

@@ -66,17 +66,20 @@ public:
     // A coroutine resumes: at its origin's path as a Continue would be (or where it runs, inside a
     // capture or another trace's continued work), then at its co-scopes still open, as real nodes:
     // their ends count the calls here. The wait beside them: `[suspended]`, or `[queued]` before its
-    // first run. False: nothing entered (this thread runs it already, or has exited).
+    // first run. Not recording, nothing is entered, but its co-scopes' ends are still followed. False:
+    // nothing to do (this thread runs it already, or has exited).
     bool resume(ThreadState& state, const HandoffPath& origin, CoroutineState& coroutine, Continuation& saved) noexcept {
         Arena& arena = state.arena;
-        if (state.retired.load() || arena.cur == &state.overflow || state.coroutine == &coroutine) return false;
-        if (state.capture_waits()) state.start_deferred_capture();  // as for anything recorded under it
-        if (!enter_path(state, origin, saved)) {
+        if (state.retired.load() || state.coroutine == &coroutine) return false;
+        const bool recording = (arena.flags.load(std::memory_order_relaxed) & kRecording) != 0 && arena.cur != &state.overflow;
+        if (recording && state.capture_waits()) state.start_deferred_capture();  // as for anything recorded under it
+        if (!recording || !enter_path(state, origin, saved)) {
             saved = Continuation{&arena, arena.cur, arena.cur_index, arena.depth};
             saved.in_place = true;
         }
         saved.coroutine = &coroutine;
         saved.outer = std::exchange(state.coroutine, &coroutine);
+        if (!recording) return saved.passive = true;
         saved.captures = state.capture_depth;
         saved.recording_into = state.current;
         std::unique_lock<std::mutex> lock(coroutine.mutex);
@@ -108,6 +111,8 @@ public:
     void suspend(Continuation& saved) noexcept {
         ThreadState& state = ThreadState::of(*saved.arena);
         Arena& arena = state.arena;
+        state.coroutine = saved.outer;
+        if (saved.passive) return;
         {
             std::lock_guard<std::mutex> lock(saved.coroutine->mutex);
             if (saved.coroutine->resumptions == saved.resumption) {  // not resumed again meanwhile
@@ -116,7 +121,6 @@ public:
                 saved.coroutine->suspended_after = saved.resumption;
             }
         }
-        state.coroutine = saved.outer;
         const bool as_resumed = state.capture_depth == saved.captures && state.current == saved.recording_into &&
                                 !state.capture_waits() && arena.cur != &state.overflow;
         if (saved.in_place) {
@@ -149,11 +153,12 @@ public:
         scope.fake_clock = clock_.is_test(std::memory_order_relaxed);
         scope.start = clock_.now(scope.fake_clock);
     }
-    // Its end, on whichever thread the coroutine runs now: counted if the arena is at its node.
+    // Its end, on whichever thread the coroutine runs now: counted if the arena is at its node. Its
+    // coroutine is touched only while running here (a frame destroyed later may outlive its place).
     void leave_suspendable(ThreadState& state, const SuspendableScope& scope) noexcept {
-        if (CoroutineState* coroutine = scope.coroutine) {
-            std::lock_guard<std::mutex> lock(coroutine->mutex);
-            if (coroutine->open != 0) --coroutine->open;
+        if (scope.coroutine != nullptr && scope.coroutine == state.coroutine) {
+            std::lock_guard<std::mutex> lock(scope.coroutine->mutex);
+            if (scope.coroutine->open != 0) --scope.coroutine->open;
         }
         Arena& arena = state.arena;
         if (state.retired.load()) return;
