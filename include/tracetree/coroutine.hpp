@@ -98,7 +98,7 @@ public:
     Resumed& operator=(const Resumed&) = delete;
 
 private:
-    detail::Continuation saved_;
+    detail::Resumption saved_;
 };
 
 namespace detail {

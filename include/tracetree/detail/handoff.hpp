@@ -46,11 +46,14 @@ struct Continuation {
     std::uint32_t depth = 0;
     GatherRef* gather = nullptr;  // the work goes to that capture too: recorded in a tree of its own
     void* tree = nullptr;         // that tree (the runtime's)
-    // A coroutine's resumption: which, the one it was resumed inside, and what must be as it was for
-    // the arena to be put back (a plain scope left open across a suspension would leave it otherwise).
+};
+
+// A coroutine's resumption (Resumed): which coroutine, the one it was resumed inside, and what must be
+// as it was for the arena to be put back (a plain scope left open across a suspension leaves it otherwise).
+struct Resumption : Continuation {
     CoroutineState* coroutine = nullptr;
     CoroutineState* outer = nullptr;
-    std::uint64_t resumption = 0;
+    std::uint64_t number = 0;  // of the coroutine's resumptions
     std::uint32_t captures = 0;
     const void* recording_into = nullptr;  // the tree
     bool in_place = false;  // inside a capture or another trace's continued work: recorded where it runs

@@ -68,13 +68,13 @@ public:
     // their ends count the calls here. The wait beside them: `[suspended]`, or `[queued]` before its
     // first run. Not recording, nothing is entered, but its co-scopes' ends are still followed. False:
     // nothing to do (this thread runs it already, or has exited).
-    bool resume(ThreadState& state, const HandoffPath& origin, CoroutineState& coroutine, Continuation& saved) noexcept {
+    bool resume(ThreadState& state, const HandoffPath& origin, CoroutineState& coroutine, Resumption& saved) noexcept {
         Arena& arena = state.arena;
         if (state.retired.load() || state.coroutine == &coroutine) return false;
         const bool recording = (arena.flags.load(std::memory_order_relaxed) & kRecording) != 0 && arena.cur != &state.overflow;
         if (recording && state.capture_waits()) state.start_deferred_capture();  // as for anything recorded under it
         if (!recording || !enter_path(state, origin, saved)) {
-            saved = Continuation{&arena, arena.cur, arena.cur_index, arena.depth};
+            static_cast<Continuation&>(saved) = Continuation{&arena, arena.cur, arena.cur_index, arena.depth};
             saved.in_place = true;
         }
         saved.coroutine = &coroutine;
@@ -83,8 +83,8 @@ public:
         saved.captures = state.capture_depth;
         saved.recording_into = state.current;
         std::unique_lock<std::mutex> lock(coroutine.mutex);
-        saved.resumption = ++coroutine.resumptions;
-        if (saved.resumption == 1) {
+        saved.number = ++coroutine.resumptions;
+        if (saved.number == 1) {
             lock.unlock();
             if (origin.valid) count_wait(state, queued_, "[queued]", origin.tick, origin.fake_clock);
             return true;
@@ -94,7 +94,7 @@ public:
         std::copy(coroutine.open_sites, coroutine.open_sites + open, sites);
         // The resumption before may not have ended yet (it handed the coroutine on as it suspended):
         // then its wait is too short to tell.
-        const bool ended = coroutine.suspended_after == saved.resumption - 1;
+        const bool ended = coroutine.suspended_after == saved.number - 1;
         const std::uint64_t since = ended ? coroutine.suspended_at : clock_.now(coroutine.fake_clock);
         const bool fake_clock = coroutine.fake_clock;
         lock.unlock();
@@ -108,17 +108,17 @@ public:
     // A coroutine suspends (or ends): the arena put back, unless a plain scope is still open across
     // the suspension (in a capture's tree maybe: the arena stays rather than free a tree that scope
     // will end in).
-    void suspend(Continuation& saved) noexcept {
+    void suspend(Resumption& saved) noexcept {
         ThreadState& state = ThreadState::of(*saved.arena);
         Arena& arena = state.arena;
         state.coroutine = saved.outer;
         if (saved.passive) return;
         {
             std::lock_guard<std::mutex> lock(saved.coroutine->mutex);
-            if (saved.coroutine->resumptions == saved.resumption) {  // not resumed again meanwhile
+            if (saved.coroutine->resumptions == saved.number) {  // not resumed again meanwhile
                 saved.coroutine->fake_clock = clock_.is_test(std::memory_order_relaxed);
                 saved.coroutine->suspended_at = clock_.now(saved.coroutine->fake_clock);
-                saved.coroutine->suspended_after = saved.resumption;
+                saved.coroutine->suspended_after = saved.number;
             }
         }
         const bool as_resumed = state.capture_depth == saved.captures && state.current == saved.recording_into &&

@@ -340,6 +340,7 @@ struct Continuation;
 struct GatherRef;
 struct SuspendableScope;
 struct CoroutineState;
+struct Resumption;
 
 // The slow paths, implemented once per process (detail/runtime.hpp). Every copy of this header (the
 // executable, shared libraries, plugins) calls the same object, so one profile sees all of them.
@@ -365,8 +366,8 @@ public:
     // where it resumes, and left when it suspends.
     virtual void enter_suspendable(Arena& arena, Site* site, SuspendableScope& scope) noexcept = 0;
     virtual void leave_suspendable(Arena& arena, const SuspendableScope& scope) noexcept = 0;
-    virtual bool resume(Arena& arena, const HandoffPath& origin, CoroutineState& coroutine, Continuation& saved) noexcept = 0;
-    virtual void suspend(Continuation& saved) noexcept = 0;
+    virtual bool resume(Arena& arena, const HandoffPath& origin, CoroutineState& coroutine, Resumption& saved) noexcept = 0;
+    virtual void suspend(Resumption& saved) noexcept = 0;
 
 protected:
     ~Recorder() = default;  // never destroyed: threads may record until the process ends

@@ -238,10 +238,10 @@ public:
     void leave_suspendable(Arena& arena, const SuspendableScope& scope) noexcept override {
         handoffs_.leave_suspendable(ThreadState::of(arena), scope);
     }
-    bool resume(Arena& arena, const HandoffPath& origin, CoroutineState& coroutine, Continuation& saved) noexcept override {
+    bool resume(Arena& arena, const HandoffPath& origin, CoroutineState& coroutine, Resumption& saved) noexcept override {
         return handoffs_.resume(ThreadState::of(arena), origin, coroutine, saved);
     }
-    void suspend(Continuation& saved) noexcept override { handoffs_.suspend(saved); }
+    void suspend(Resumption& saved) noexcept override { handoffs_.suspend(saved); }
     void gathered(GatherRef& ref) noexcept override {
         std::unique_ptr<Gather> gather(static_cast<Gather*>(&ref));
         try {
