@@ -156,12 +156,13 @@ public:
     // Its end, on whichever thread the coroutine runs now: counted if the arena is at its node. Its
     // coroutine is touched only while running here (a frame destroyed later may outlive its place).
     void leave_suspendable(ThreadState& state, const SuspendableScope& scope) noexcept {
-        if (scope.coroutine != nullptr && scope.coroutine == state.coroutine) {
+        Arena& arena = state.arena;
+        if (state.retired.load()) return;
+        if (scope.coroutine != nullptr) {
+            if (scope.coroutine != state.coroutine) return (void)state.drop(1);  // a frame destroyed elsewhere
             std::lock_guard<std::mutex> lock(scope.coroutine->mutex);
             if (scope.coroutine->open != 0) --scope.coroutine->open;
         }
-        Arena& arena = state.arena;
-        if (state.retired.load()) return;
         if (state.capture_waits() || arena.cur == &state.overflow || arena.cur->site != scope.entered)
             return (void)state.drop(1);
         const std::uint64_t now = clock_.now(scope.fake_clock);
