@@ -1,8 +1,8 @@
 // tracetree coroutines: scopes held across co_await, recorded where the coroutine was started.
 // SPDX-License-Identifier: MIT
 //
-//   struct promise_type { tracetree::Coroutine place; ... };   // taken where the coroutine starts
-//   { tracetree::Resumed on(promise.place); handle.resume(); } // each time it runs, on any thread
+//   tracetree::Coroutine place;                          // where a chain of coroutines is started
+//   { tracetree::Resumed on(place); handle.resume(); }   // in the scheduler: each run, on any thread
 //
 //   task<void> fetch() {
 //       TRACETREE_CO_SCOPE("fetch");   // a scope that may end on another thread
@@ -10,19 +10,22 @@
 //   }
 //
 // A Coroutine is the place in the tree of one chain of coroutines that suspend and resume together
-// (a task and the tasks it awaits; an asio co_spawn, see asio.hpp): the path open where it was made,
-// as here() takes it, and its own scopes open when it last suspended. A Resumed around each
-// resumption enters that place on the thread that resumes it (from the root of that thread's tree,
-// like a Continue: a `[queued]` node holds the time before the first run) and, when the coroutine
-// suspends again, keeps its open scopes and puts the thread back. A Resumed of a Coroutine that is
-// already running (resumed inline from its own code, or by two threads at once) does nothing.
+// (a task and the tasks it awaits; an Asio co_spawn, see asio.hpp): the path open where it was made,
+// as here() takes it, and the chain's co-scopes open now. A Resumed around each resumption enters
+// that place on the thread that resumes it (from the root of that thread's tree, like a Continue: a
+// `[queued]` node holds the time before the first run, a `[suspended]` node each wait after) and,
+// when the coroutine suspends again, puts the thread back. A resumption may start on another thread
+// before the end of the one before has run there. A Resumed of a Coroutine this thread already runs
+// (resumed inline from its own code) does nothing. A Coroutine must outlive each Resumed of it: keep
+// it beside the chain's first handle, not in a frame that destroys itself at its end.
 //
 // Inside a coroutine, a scope that is open across a co_await must be a TRACETREE_CO_SCOPE (or a
 // TRACETREE_CO_FUNCTION): it keeps nothing of the thread it started on, and counts the call at its
 // end where the coroutine runs then. It does not start trace, stack or watch sessions (their state is
 // a thread's); the plain scopes it calls do. A plain TRACETREE_SCOPE open across a co_await is not
-// supported: it would end on another thread's tree. A coroutine that is never inside a Resumed may
-// record its co-scopes' ends nowhere (each then counts as a dropped call).
+// supported: it would end on another thread's tree. A co-scope that ends outside its coroutine's
+// resumption (a frame destroyed elsewhere, a coroutine resumed without a Resumed) counts as a dropped
+// call and touches nothing else.
 //
 // With TRACETREE_DISABLE the names exist and do nothing, and the macros compile to nothing.
 #ifndef TRACETREE_COROUTINE_HPP
