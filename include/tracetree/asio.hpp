@@ -55,7 +55,8 @@ public:
     // last resumption after the spawning code and every other copy of this executor are gone.
     template <typename Function>
     void execute(Function&& function) const {
-        inner_.execute([place = place_, function = std::forward<Function>(function)]() mutable {
+        // execution::execute: io_context's executor has its execute() private to it.
+        asio::execution::execute(inner_, [place = place_, function = std::forward<Function>(function)]() mutable {
             Resumed on(*place);
             std::move(function)();
         });
@@ -65,7 +66,7 @@ public:
     // blocking.possibly or outstanding_work.tracked of the executor it got for each completion).
     template <typename Property,
               typename = std::enable_if_t<asio::can_query<const Inner&, const Property&>::value>>
-    auto query(const Property& property) const
+    decltype(auto) query(const Property& property) const
         noexcept(asio::is_nothrow_query<const Inner&, const Property&>::value) {
         return asio::query(inner_, property);
     }

@@ -193,7 +193,7 @@ TEST_CASE("traced() gives a new place, also to the executor a traced coroutine r
     CHECK(child.inner() == asio::any_io_executor(context.get_executor()));  // not wrapped twice
     CHECK(tracetree::traced(parent).inner() == parent.inner());
     CHECK(asio::prefer(parent, asio::execution::outstanding_work.tracked).place() == parent.place());
-    CHECK(asio::query(parent, asio::execution::context) == &context);
+    CHECK(&asio::query(parent, asio::execution::context) == &context);
     CHECK(parent == parent);
     CHECK(parent != tracetree::traced(context.get_executor()));  // same inner, another place
 }
