@@ -40,8 +40,8 @@ asio::awaitable<void> listen(tcp::acceptor acceptor, int connections) {
     TRACETREE_CO_SCOPE("listen");
     for (int i = 0; i < connections; ++i) {
         tcp::socket socket = co_await acceptor.async_accept(asio::use_awaitable);
-        // Each session a place of its own, here under `listen`. The socket's executor is this
-        // coroutine's traced one: traced() takes the executor under it.
+        // Each session a place of its own, here under `listen`; inside a traced coroutine, traced() of
+        // `co_await asio::this_coro::executor` would give one too (it takes the executor under it).
         asio::co_spawn(tracetree::traced(socket.get_executor()), session(std::move(socket)), asio::detached);
     }
 }

@@ -71,8 +71,9 @@ asio::awaitable<void> session(tcp::socket socket) {
 asio::awaitable<void> listen(tcp::acceptor& acceptor, int connections) {
     TRACETREE_CO_SCOPE("listen");
     for (int i = 0; i < connections; ++i) {
-        tcp::socket socket = co_await acceptor.async_accept(asio::use_awaitable);
-        // The socket's executor is this coroutine's TracedExecutor: traced() gives the session its own.
+        // The socket runs on this coroutine's executor, its TracedExecutor: traced() gives the session
+        // a place of its own (under `listen`, where it is called), not this one's.
+        tcp::socket socket = co_await acceptor.async_accept(co_await asio::this_coro::executor, asio::use_awaitable);
         asio::co_spawn(tracetree::traced(socket.get_executor()), session(std::move(socket)), asio::detached);
     }
 }
