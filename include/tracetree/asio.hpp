@@ -39,7 +39,14 @@
 #include <type_traits>
 #include <utility>
 
+// With TRACETREE_DISABLE the same names in an inline namespace of their own (as handoff.hpp does): a
+// program may mix files built with and without it.
+#ifdef TRACETREE_DISABLE
+namespace tracetree {
+inline namespace asio_disabled {
+#else
 TRACETREE_BEGIN_NAMESPACE
+#endif
 
 // An executor that runs each function given to it inside a Resumed of its place.
 template <typename Inner>
@@ -129,6 +136,11 @@ inline TracedExecutor<asio::any_io_executor> traced(const asio::any_io_executor&
         std::make_shared<Coroutine>());
 }
 
+#ifdef TRACETREE_DISABLE
+}  // namespace asio_disabled
+}  // namespace tracetree
+#else
 TRACETREE_END_NAMESPACE
+#endif
 
 #endif  // TRACETREE_ASIO_HPP

@@ -198,3 +198,29 @@ TEST_CASE("traced() gives a new place, also to the executor a traced coroutine r
     CHECK(parent == parent);
     CHECK(parent != tracetree::traced(context.get_executor()));  // same inner, another place
 }
+
+TEST_CASE("a traced coroutine destroyed while it waits (its io_context destroyed): its place outlives its frames") {
+    tracetree::reset();
+    tracetree::set_thread_name("test-main");
+    {
+        asio::io_context context;
+        asio::co_spawn(
+            tracetree::traced(context.get_executor()),
+            []() -> asio::awaitable<void> {
+                TRACETREE_CO_SCOPE("waits");
+                asio::steady_timer never(co_await asio::this_coro::executor, std::chrono::hours(1));
+                co_await never.async_wait(asio::use_awaitable);
+            },
+            asio::detached);
+        CHECK(context.run_one() == 1);  // co_spawn's start: the coroutine runs to its wait
+    }  // the pending wait destroyed, and with it the coroutine's frames, outside any resumption
+    {
+        TRACETREE_SCOPE("after");
+    }
+    const tracetree::ThreadProfile merged = tracetree::profile().merged();
+    INFO(tracetree::to_string(merged));
+    CHECK(merged.dropped_nodes == 1);  // the co-scope's end, where the coroutine did not run
+    CHECK(find_root(merged, "waits") == nullptr);
+    REQUIRE(find_root(merged, "after") != nullptr);  // this thread's tree as it was
+    CHECK(find_root(merged, "after")->count == 1);
+}
