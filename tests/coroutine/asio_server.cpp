@@ -224,3 +224,22 @@ TEST_CASE("a traced coroutine destroyed while it waits (its io_context destroyed
     REQUIRE(find_root(merged, "after") != nullptr);  // this thread's tree as it was
     CHECK(find_root(merged, "after")->count == 1);
 }
+
+TEST_CASE("work posted through a traced executor runs at its place, which the work keeps alive") {
+    tracetree::reset();
+    tracetree::set_thread_name("test-main");
+    asio::io_context context;
+    {
+        TRACETREE_SCOPE("poster");
+        // The executor is a temporary: only the queued work holds the place when it runs.
+        asio::post(tracetree::traced(context.get_executor()), [] { TRACETREE_SCOPE("posted"); });
+    }
+    CHECK(context.run() == 1);
+    const tracetree::ThreadProfile merged = tracetree::profile().merged();
+    INFO(tracetree::to_string(merged));
+    const tracetree::Node* posted = on_path(merged, {"poster", "posted"});
+    REQUIRE(posted != nullptr);
+    CHECK(posted->count == 1);
+    CHECK(on_path(merged, {"poster", "[queued]"}) != nullptr);
+    CHECK(find_root(merged, "posted") == nullptr);
+}
