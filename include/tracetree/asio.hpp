@@ -20,8 +20,13 @@
 // any_io_executor or a strand of either (what traced() makes). Another wrapped type is not found in
 // an any_io_executor (its target type is not known here): pass its inner executor yourself.
 //
-// Needs C++20 coroutines from Asio (clang++ 14 with libstdc++: -DASIO_HAS_CO_AWAIT
-// -DASIO_HAS_STD_COROUTINE). With TRACETREE_DISABLE the adapter still runs the work, unrecorded.
+// The adapter itself is C++17: a handler posted through it runs at its place too. Asio's coroutines
+// need C++20; Asio 1.22 finds them in g++ only (clang++ 14 with libstdc++: -DASIO_HAS_CO_AWAIT
+// -DASIO_HAS_STD_COROUTINE, and -fno-sanitize=function under UBSan, whose code for awaitables clang
+// 14 cannot assemble). With TRACETREE_DISABLE the adapter still runs the work, unrecorded.
+//
+// A coroutine destroyed before it ends (its io_context destroyed while it waits) ends its co-scopes
+// outside any resumption: each is a dropped call, as coroutine.hpp says.
 #ifndef TRACETREE_ASIO_HPP
 #define TRACETREE_ASIO_HPP
 
