@@ -18,7 +18,9 @@
 // the spawning coroutine's TracedExecutor, and a child needs a place of its own: traced() unwraps a
 // TracedExecutor, also inside an any_io_executor when it wraps an io_context's executor, an
 // any_io_executor or a strand of either (what traced() makes). Another wrapped type is not found in
-// an any_io_executor (its target type is not known here): pass its inner executor yourself.
+// an any_io_executor (its target type is not known here): pass its inner executor yourself. So for a
+// strand: make it of the io_context's executor (asio::make_strand(context)), not of a traced one,
+// whose resumptions would be recorded as the spawning coroutine's too.
 //
 // The adapter itself is C++17: a handler posted through it runs at its place too. Asio's coroutines
 // need C++20; Asio 1.22 finds them in g++ only (clang++ 14 with libstdc++: -DASIO_HAS_CO_AWAIT
@@ -74,8 +76,9 @@ public:
         });
     }
 
-    // Properties are the inner executor's; one required or preferred keeps the place (asio requires
-    // blocking.possibly or outstanding_work.tracked of the executor it got for each completion).
+    // Properties are the inner executor's; one required or preferred keeps the place: asio prefers
+    // blocking.possibly and outstanding_work.tracked for each completion, and requires blocking.never
+    // to post, of the executor it was given.
     template <typename Property,
               typename = std::enable_if_t<asio::can_query<const Inner&, const Property&>::value>>
     decltype(auto) query(const Property& property) const
