@@ -44,6 +44,7 @@
 
 #include <memory>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 // With TRACETREE_DISABLE the same names in an inline namespace of their own (as handoff.hpp does): a
@@ -117,12 +118,15 @@ namespace detail {
 template <typename... Inners>
 asio::any_io_executor untraced(const asio::any_io_executor& executor) {
     asio::any_io_executor found = executor;
-    // Each target type is tried in turn; the first that matches sets `found`.
+#if !defined(ASIO_NO_TYPEID)  // without it nothing tells the target's type: nothing is unwrapped
+    // Asio 1.22's target<T>() casts whatever it holds to T: the type is compared first. The first
+    // of `Inners` that matches sets `found`.
     static_cast<void>((... || [&] {
-        const auto* traced = executor.template target<TracedExecutor<Inners>>();
-        if (traced != nullptr) found = traced->inner();
-        return traced != nullptr;
+        if (executor.target_type() != typeid(TracedExecutor<Inners>)) return false;
+        found = executor.template target<TracedExecutor<Inners>>()->inner();
+        return true;
     }()));
+#endif
     return found;
 }
 

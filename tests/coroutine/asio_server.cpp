@@ -13,6 +13,7 @@
 #include <asio/read_until.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -193,6 +194,10 @@ TEST_CASE("traced() gives a new place, also to the executor a traced coroutine r
     CHECK(child.place() != parent.place());
     CHECK(child.inner() == asio::any_io_executor(context.get_executor()));  // not wrapped twice
     CHECK(tracetree::traced(parent).inner() == parent.inner());
+    const asio::any_io_executor plain = context.get_executor();
+    CHECK(tracetree::traced(plain).inner() == plain);  // nothing to unwrap
+    const auto on_strand = tracetree::traced(asio::make_strand(context));
+    CHECK(tracetree::traced(asio::any_io_executor(on_strand)).inner() == asio::any_io_executor(on_strand.inner()));
     CHECK(asio::prefer(parent, asio::execution::outstanding_work.tracked).place() == parent.place());
     CHECK(&asio::query(parent, asio::execution::context) == &context);
     CHECK(parent == parent);
