@@ -6,7 +6,6 @@
 #include <tracetree/asio.hpp>
 
 #include <asio/co_spawn.hpp>
-#include <asio/connect.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
