@@ -41,6 +41,7 @@
 #include <asio/query.hpp>
 #include <asio/require.hpp>
 #include <asio/strand.hpp>
+#include <asio/version.hpp>
 
 #include <memory>
 #include <type_traits>
@@ -70,11 +71,15 @@ public:
     // last resumption after the spawning code and every other copy of this executor are gone.
     template <typename Function>
     void execute(Function&& function) const {
-        // execution::execute: io_context's executor has its execute() private to it.
-        asio::execution::execute(inner_, [place = place_, function = std::forward<Function>(function)]() mutable {
+        auto resumed = [place = place_, function = std::forward<Function>(function)]() mutable {
             Resumed on(*place);
             std::move(function)();
-        });
+        };
+#if ASIO_VERSION >= 102600  // Asio 1.26 made the member the way in and deprecated execution::execute
+        inner_.execute(std::move(resumed));
+#else  // before, io_context's executor kept its execute() to execution::execute
+        asio::execution::execute(inner_, std::move(resumed));
+#endif
     }
 
     // Properties are the inner executor's; one required or preferred keeps the place: asio prefers

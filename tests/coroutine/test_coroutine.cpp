@@ -263,6 +263,7 @@ TEST_CASE("a co-scope across a suspension: one call, where the coroutine was sta
     REQUIRE(suspended != nullptr);
     CHECK(suspended->count == 1);
     CHECK(suspended->total == 7us);
+    REQUIRE(find_child(*ended, "respond") != nullptr);
     CHECK(find_child(*ended, "respond")->total == 2us);
     CHECK(on_path(*second, {"serve"})->continued);
     // Folded: the coroutine's calls under the scope it was started in, one tree.
@@ -271,6 +272,7 @@ TEST_CASE("a co-scope across a suspension: one call, where the coroutine was sta
     REQUIRE(request_node != nullptr);
     CHECK(request_node->count == 1);
     CHECK(request_node->total == 10us);
+    for (const char* child : {"parse", "respond", "[suspended]"}) REQUIRE(find_child(*request_node, child) != nullptr);
     CHECK(find_child(*request_node, "parse")->count == 1);
     CHECK(find_child(*request_node, "respond")->count == 1);
     CHECK(find_child(*request_node, "[suspended]")->total == 7us);
@@ -321,11 +323,22 @@ TEST_CASE("a trace of the scope a coroutine was started in: its work on other th
     REQUIRE(request_node != nullptr);
     CHECK(request_node->count == 1);
     CHECK(request_node->total == 10us);
+    for (const char* child : {"parse", "respond", "[suspended]"}) REQUIRE(find_child(*request_node, child) != nullptr);
     CHECK(find_child(*request_node, "parse")->count == 1);
     CHECK(find_child(*request_node, "respond")->count == 1);
     CHECK(find_child(*request_node, "[suspended]")->total == 7us);
+    REQUIRE(find_child(root, "[queued]") != nullptr);
     CHECK(find_child(root, "[queued]")->total == 5us);
     CHECK(root.total >= request_node->total);
+    // The profile keeps each part where it ran, `parse` under `request` though `request` ended elsewhere.
+    const auto profile = tracetree::profile();
+    const auto* part_one = find_thread(profile, "part-one");
+    REQUIRE(part_one != nullptr);
+    const auto* parse = on_path(*part_one, {"traced-serve", "request", "parse"});
+    REQUIRE(parse != nullptr);
+    CHECK(parse->count == 1);
+    CHECK(on_path(*part_one, {"traced-serve"})->dropped == 0);
+    CHECK(on_path(profile.merged(), {"traced-serve", "request"})->count == 1);
 }
 
 TEST_CASE("an awaited task's co-scope nests in its caller's, across its own suspensions") {
@@ -349,6 +362,7 @@ TEST_CASE("an awaited task's co-scope nests in its caller's, across its own susp
     const auto* suspended = find_child(*query_node, "[suspended]");
     REQUIRE(suspended != nullptr);
     CHECK(suspended->count == 2);
+    REQUIRE(find_child(*handler_node, "render") != nullptr);
     CHECK(find_child(*handler_node, "render")->count == 1);
     CHECK(find_child(*handler_node, "[suspended]") == nullptr);
     CHECK(find_root(merged, "[queued]") != nullptr);  // started at no scope: its wait is a root
@@ -368,6 +382,7 @@ TEST_CASE("co-scopes one after the other: the second is not entered under the fi
     CHECK(first->count == 1);
     CHECK(second->count == 1);
     CHECK(find_child(*first, "second") == nullptr);
+    REQUIRE(find_child(*second, "[suspended]") != nullptr);
     CHECK(find_child(*second, "[suspended]")->count == 1);
 }
 
@@ -413,8 +428,11 @@ TEST_CASE("coroutines interleaved on one thread keep their own places") {
     CHECK(find_child(*a, "b") == nullptr);
     CHECK(find_child(*b, "a") == nullptr);
     CHECK(a->total == 2us);  // suspended while b ran, and 1 µs more before its resumption
+    REQUIRE(find_child(*a, "[suspended]") != nullptr);
     CHECK(find_child(*a, "[suspended]")->count == 1);
+    REQUIRE(find_root(merged, "[queued]") != nullptr);
     CHECK(find_root(merged, "[queued]")->count == 2);  // started at no scope: at the root, not in `loop`
+    REQUIRE(find_root(merged, "loop") != nullptr);
     CHECK(find_child(*find_root(merged, "loop"), "a") == nullptr);
 }
 
@@ -435,6 +453,7 @@ TEST_CASE("a Resumed of a running coroutine records where it runs; the outer one
         TRACETREE_SCOPE("after");
     }
     const auto merged = tracetree::profile().merged();
+    REQUIRE(find_root(merged, "origin") != nullptr);
     const auto* co = find_child(*find_root(merged, "origin"), "co");
     REQUIRE(co != nullptr);
     CHECK(co->count == 1);
@@ -458,12 +477,101 @@ TEST_CASE("a co-scope whose coroutine is resumed elsewhere without a Resumed cou
         scope->reset();  // its end finds another node current: not counted there
     }).join();
     const auto profile = tracetree::profile();
+    REQUIRE(find_thread(profile, "elsewhere") != nullptr);
     const auto* elsewhere = find_root(*find_thread(profile, "elsewhere"), "elsewhere");
     REQUIRE(elsewhere != nullptr);
     CHECK(elsewhere->count == 1);
     CHECK(elsewhere->dropped == 1);
     const auto* lost = find_root(*find_thread(profile, "test-main"), "lost");
     CHECK((lost == nullptr || lost->count == 0));  // entered there, ended nowhere
+}
+
+TEST_CASE("a co-scope's end inside a scope whose trace capture waits: a dropped call, nothing else") {
+    FakeClock clock;
+    static tracetree::detail::Site site{"cancelled", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::TraceSession trace(tracetree::TraceRequest("waiting-handle"));
+    tracetree::Coroutine place;
+    std::optional<tracetree::detail::CoScope> open;
+    {
+        tracetree::Resumed on(place);
+        open.emplace(site);
+    }
+    {
+        TRACETREE_SCOPE("waiting-handle");  // its capture waits for the first thing recorded under it
+        open.reset();                       // a frame destroyed here (shutdown, a cancellation)
+    }
+    CHECK(trace.next(0s));
+    const auto* handle = find_root(mine(), "waiting-handle");
+    REQUIRE(handle != nullptr);
+    CHECK(handle->count == 1);
+}
+
+TEST_CASE("recording turned on during a resumption: the co-scope it opens is entered there and the thread put back") {
+    FakeClock clock;
+    static tracetree::detail::Site site{"late", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::Coroutine place;
+    std::optional<tracetree::detail::CoScope> late;
+    tracetree::set_enabled(false);
+    {
+        tracetree::Resumed on(place);
+        tracetree::set_enabled(true);  // an admin request from another thread, say
+        late.emplace(site);            // open when the coroutine suspends
+    }
+    {
+        TRACETREE_SCOPE("after-late");
+    }
+    {
+        tracetree::Resumed on(place);
+        late.reset();
+    }
+    const auto thread = mine();
+    const auto* after = find_root(thread, "after-late");
+    REQUIRE(after != nullptr);
+    CHECK(after->count == 1);
+    const auto* merged_late = find_root(tracetree::profile().merged(), "late");
+    REQUIRE(merged_late != nullptr);
+    CHECK(merged_late->count == 1);
+}
+
+TEST_CASE("a co-scope outside any resumption is a dropped call and leaves the thread where it was") {
+    FakeClock clock;
+    static tracetree::detail::Site site{"unplaced", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    {
+        std::optional<tracetree::detail::CoScope> unplaced;
+        unplaced.emplace(site);  // a coroutine spawned without a place, suspended
+        TRACETREE_SCOPE("next");
+    }
+    const auto thread = mine();
+    CHECK(find_root(thread, "next") != nullptr);
+    CHECK(find_root(thread, "unplaced") == nullptr);
+}
+
+TEST_CASE("chains that share a place close their co-scopes in any order") {
+    FakeClock clock;
+    static tracetree::detail::Site site_a{"shared-a", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    static tracetree::detail::Site site_b{"shared-b", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::Coroutine shared;  // as Asio's awaitable operators spawn both operands on the parent's executor
+    std::optional<tracetree::detail::CoScope> a, b;
+    {
+        tracetree::Resumed on(shared);
+        a.emplace(site_a);
+    }
+    {
+        tracetree::Resumed on(shared);
+        b.emplace(site_b);
+    }
+    {
+        tracetree::Resumed on(shared);
+        a.reset();  // `a` ends first: the place keeps `b` open, not `a`
+    }
+    {
+        tracetree::Resumed on(shared);
+        b.reset();
+    }
+    const auto merged = tracetree::profile().merged();
+    const auto* b_node = find_root(merged, "shared-b");
+    REQUIRE(b_node != nullptr);
+    CHECK(b_node->count == 1);
 }
 
 TEST_CASE("stress: coroutines hopping across 8 threads are counted exactly") {
@@ -496,6 +604,9 @@ TEST_CASE("stress: coroutines hopping across 8 threads are counted exactly") {
     const auto* request_node = on_path(merged, {"accept", "request"});
     REQUIRE(request_node != nullptr);
     CHECK(request_node->count == kCoroutines);
+    REQUIRE(find_child(*request_node, "step") != nullptr);
+    REQUIRE(find_child(*request_node, "[suspended]") != nullptr);
+    REQUIRE(on_path(merged, {"accept", "[queued]"}) != nullptr);
     CHECK(find_child(*request_node, "step")->count == kCoroutines * kHops);
     CHECK(find_child(*request_node, "[suspended]")->count == kCoroutines * kHops);
     CHECK(on_path(merged, {"accept", "[queued]"})->count == kCoroutines);

@@ -56,8 +56,7 @@ struct Resumption : Continuation {
     std::uint64_t number = 0;  // of the coroutine's resumptions
     std::uint32_t captures = 0;
     const void* recording_into = nullptr;  // the tree
-    bool in_place = false;  // inside a capture or another trace's continued work: recorded where it runs
-    bool passive = false;   // not recording: nothing entered, the co-scopes' ends followed
+    bool in_place = false;  // not recording, inside a capture or another trace's continued work: where it runs
 };
 
 // A coroutine's place between its resumptions (coroutine.hpp); the runtime's, under the mutex: a

@@ -66,8 +66,9 @@ public:
     // A coroutine resumes: at its origin's path as a Continue would be (or where it runs, inside a
     // capture or another trace's continued work), then at its co-scopes still open, as real nodes:
     // their ends count the calls here. The wait beside them: `[suspended]`, or `[queued]` before its
-    // first run. Not recording, nothing is entered, but its co-scopes' ends are still followed. False:
-    // nothing to do (this thread runs it already, or has exited).
+    // first run. Not recording, nothing is entered, but its co-scopes are still followed (and those
+    // opened when recording starts meanwhile are left at its end). False: nothing to do (this thread
+    // runs it already, or has exited).
     bool resume(ThreadState& state, const HandoffPath& origin, CoroutineState& coroutine, Resumption& saved) noexcept {
         Arena& arena = state.arena;
         if (state.retired.load() || state.coroutine == &coroutine) return false;
@@ -79,11 +80,11 @@ public:
         }
         saved.coroutine = &coroutine;
         saved.outer = std::exchange(state.coroutine, &coroutine);
-        if (!recording) return saved.passive = true;
         saved.captures = state.capture_depth;
         saved.recording_into = state.current;
         std::unique_lock<std::mutex> lock(coroutine.mutex);
         saved.number = ++coroutine.resumptions;
+        if (!recording) return true;
         if (saved.number == 1) {
             lock.unlock();
             if (origin.valid) count_wait(state, queued_, "[queued]", origin.tick, origin.fake_clock);
@@ -112,7 +113,6 @@ public:
         ThreadState& state = ThreadState::of(*saved.arena);
         Arena& arena = state.arena;
         state.coroutine = saved.outer;
-        if (saved.passive) return;
         {
             std::lock_guard<std::mutex> lock(saved.coroutine->mutex);
             if (saved.coroutine->resumptions == saved.number) {  // not resumed again meanwhile
@@ -131,10 +131,11 @@ public:
     }
 
     // TRACETREE_CO_SCOPE: entered as a scope is, without sessions (their state is the thread's), and
-    // kept among its coroutine's open scopes.
+    // kept among its coroutine's open scopes; outside a Resumed (nothing would leave it) a dropped call.
     void enter_suspendable(ThreadState& state, Site* site, SuspendableScope& scope) noexcept {
         Arena& arena = state.arena;
         if (state.retired.load() || arena.cur == &state.overflow) return;
+        if (state.coroutine == nullptr) return (void)state.drop(1);
         if (state.capture_waits()) state.start_deferred_capture();
         state.apply_pending_reset();
         const SiteInfo* info = site->info.load(std::memory_order_acquire);
@@ -142,11 +143,12 @@ public:
         if ((info = sites_.registered(site, info)) == nullptr) return;
         if (arena.depth >= state.max_depth.load(std::memory_order_relaxed) || !enter_node(state, info))
             return (void)state.drop(1);
-        if (CoroutineState* coroutine = state.coroutine) {
-            std::lock_guard<std::mutex> lock(coroutine->mutex);
-            if (coroutine->open < HandoffPath::kMaxDepth) coroutine->open_sites[coroutine->open] = info;
-            ++coroutine->open;
-            scope.coroutine = coroutine;
+        {
+            CoroutineState& coroutine = *state.coroutine;
+            std::lock_guard<std::mutex> lock(coroutine.mutex);
+            if (coroutine.open < HandoffPath::kMaxDepth) coroutine.open_sites[coroutine.open] = info;
+            ++coroutine.open;
+            scope.coroutine = &coroutine;
         }
         scope.entered = info;
         scope.uncaught = *arena.uncaught;
@@ -158,10 +160,22 @@ public:
     void leave_suspendable(ThreadState& state, const SuspendableScope& scope) noexcept {
         Arena& arena = state.arena;
         if (state.retired.load()) return;
-        if (scope.coroutine != nullptr) {
-            if (scope.coroutine != state.coroutine) return (void)state.drop(1);  // a frame destroyed elsewhere
-            std::lock_guard<std::mutex> lock(scope.coroutine->mutex);
-            if (scope.coroutine->open != 0) --scope.coroutine->open;
+        if (scope.coroutine != state.coroutine) return (void)state.drop(1);  // a frame destroyed elsewhere
+        {
+            // Its own entry, the innermost one of its site: chains that share a place (Asio's awaitable
+            // operators spawn on the parent's executor) close theirs in any order.
+            CoroutineState& coroutine = *scope.coroutine;
+            std::lock_guard<std::mutex> lock(coroutine.mutex);
+            if (coroutine.open > HandoffPath::kMaxDepth) {
+                --coroutine.open;
+            } else {
+                std::uint32_t at = coroutine.open;
+                while (at != 0 && coroutine.open_sites[at - 1] != scope.entered) --at;
+                if (at != 0) {
+                    std::copy(coroutine.open_sites + at, coroutine.open_sites + coroutine.open, coroutine.open_sites + at - 1);
+                    --coroutine.open;
+                }
+            }
         }
         if (state.capture_waits() || arena.cur == &state.overflow || arena.cur->site != scope.entered)
             return (void)state.drop(1);
@@ -180,7 +194,7 @@ public:
             try {
                 std::vector<Node> roots = to_values(*own, clock_.ns_per_tick(), &own->messages, nullptr, state.thread_name());
                 std::lock_guard<std::mutex> lock(gather.mutex);
-                for (Node& root : roots) gather.parts.push_back(std::move(root));
+                for (const Node& root : roots) merge_into(gather.parts, root);  // a coroutine's many resumptions: one part
             } catch (...) {  // out of memory: the trace goes without this part
             }
             own->fold_into(arena, *state.main, 0, state.mutex);

@@ -191,15 +191,10 @@ public:
             const NodeRecord& source = *at(i);
             const std::uint64_t count = source.count.load(std::memory_order_relaxed);
             const std::uint32_t dropped = source.dropped.load(std::memory_order_relaxed);
-            // A hand-off's path (no calls of its own) is folded for what is below it.
+            // A hand-off's path (no calls of its own) is folded for what is below it; a node without
+            // calls (a coroutine's co-scope still open) only when something below it has some.
             if (count == 0 && dropped == 0 && interned(source.site).continues == nullptr) continue;
-            std::uint32_t& target_index = folded_into_[i];
-            const bool parent_folded = source.parent == 0 || folded_into_[source.parent] != 0;
-            if (target_index == 0 && parent_folded) {
-                const std::uint32_t parent = folded_into_[source.parent];
-                target_index = into.find(parent, source.site);
-                if (target_index == 0) target_index = into.add(arena, parent, source.site);
-            }
+            const std::uint32_t target_index = folded_into_[i] != 0 ? folded_into_[i] : fold_node(arena, into, i);
             if (target_index == 0) {
                 bump_saturating(into.at(nearest_folded(i))->dropped, count);
                 bump(into.dropped_nodes, count);
@@ -249,6 +244,19 @@ private:
         std::vector<std::uint32_t> grown(size, 0);
         slots_.swap(grown);
         for (std::uint32_t i = 1, n = size_.load(std::memory_order_relaxed); i < n; ++i) insert_slot(i);
+    }
+    // Node i's node in `into`, made with those of its ancestors that were skipped; 0: `into` is full.
+    std::uint32_t fold_node(Arena& arena, Tree& into, std::uint32_t i) noexcept {
+        while (folded_into_[i] == 0) {
+            std::uint32_t top = i;  // the outermost node on the way up that is not folded yet
+            while (at(top)->parent != 0 && folded_into_[at(top)->parent] == 0) top = at(top)->parent;
+            const std::uint32_t parent = at(top)->parent == 0 ? folded_under_ : folded_into_[at(top)->parent];
+            std::uint32_t index = into.find(parent, at(top)->site);
+            if (index == 0) index = into.add(arena, parent, at(top)->site);
+            if (index == 0) return 0;
+            folded_into_[top] = index;
+        }
+        return folded_into_[i];
     }
     std::uint32_t nearest_folded(std::uint32_t index) const noexcept {
         while (index != 0 && folded_into_[index] == 0) index = at(index)->parent;
