@@ -28,7 +28,10 @@
 // 14 cannot assemble). With TRACETREE_DISABLE the adapter still runs the work, unrecorded.
 //
 // A coroutine destroyed before it ends (its io_context destroyed while it waits) ends its co-scopes
-// outside any resumption: each is a dropped call, as coroutine.hpp says.
+// outside any resumption: each is a dropped call, as coroutine.hpp says. Asio's awaitable operators
+// (`co_await (a() && b())`) and experimental::parallel_group spawn their operands on the awaiting
+// coroutine's executor: they share its place, and their co-scopes nest under one another's when they
+// interleave.
 #ifndef TRACETREE_ASIO_HPP
 #define TRACETREE_ASIO_HPP
 
