@@ -141,8 +141,11 @@ public:
         const SiteInfo* info = site->info.load(std::memory_order_acquire);
         if (!info->interned && state.current->full()) return (void)state.drop(1);
         if ((info = sites_.registered(site, info)) == nullptr) return;
-        if (arena.depth >= state.max_depth.load(std::memory_order_relaxed) || !enter_node(state, info))
-            return (void)state.drop(1);
+        if (arena.depth >= state.max_depth.load(std::memory_order_relaxed)) {  // as a scope past the depth limit
+            bump(state.current->dropped_depth);
+            return (void)bump_saturating(arena.cur->dropped);
+        }
+        if (!enter_node(state, info)) return (void)state.drop(1);
         {
             CoroutineState& coroutine = *state.coroutine;
             std::lock_guard<std::mutex> lock(coroutine.mutex);
