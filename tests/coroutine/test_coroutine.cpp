@@ -572,6 +572,11 @@ TEST_CASE("chains that share a place close their co-scopes in any order") {
     const auto* b_node = find_root(merged, "shared-b");
     REQUIRE(b_node != nullptr);
     CHECK(b_node->count == 1);
+    // `a` ended where `b` was entered under it: not counted as `b`'s call, a dropped one.
+    const auto* nested = on_path(merged, {"shared-a", "shared-b"});
+    REQUIRE(nested != nullptr);
+    CHECK(nested->count == 0);
+    CHECK(nested->dropped == 1);
 }
 
 TEST_CASE("stress: coroutines hopping across 8 threads are counted exactly") {
