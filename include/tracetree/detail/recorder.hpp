@@ -268,12 +268,19 @@ struct Arena {
         std::uint32_t index = cur->hint;
         NodeRecord* node = at(index);
         if (node->site != info) {
-            index = node->next_sibling;
-            node = at(index);
-            if (node->site != info) {
-                index = find(cur_index, info);
-                if (index == 0) return --depth, parent_of(add(site, info), parent);
+            // Leaves called in order were made side by side: the slot after the hint (a chunk ends in a
+            // spare one), whose address needs no load, before the ring's link, which would chain
+            // three loads from one call to the next.
+            if (node[1].site == info && node[1].parent == cur_index) {
+                ++index, ++node;
+            } else {
+                index = node->next_sibling;
                 node = at(index);
+                if (node->site != info) {
+                    index = find(cur_index, info);
+                    if (index == 0) return --depth, parent_of(add(site, info), parent);
+                    node = at(index);
+                }
             }
             cur->hint = index;
         }
