@@ -150,6 +150,44 @@ TEST_CASE("new sites interleaved with known ones, 1,000 siblings, each with a ch
     CHECK(thread.dropped_nodes == 0);
 }
 
+TEST_CASE("the node made after the current one, or after the child entered last, is taken only when it is a child") {
+    Sites sites("made after ", 3);  // 0: the parent, 1: its child, 2: a site called in and out of it
+    // The parent's node, then the root's node of site 2 right after it: inside the parent, the node
+    // after the current one is of the site called there, under another parent.
+    const auto after_current = recorded_by("lookup-after-current", [&] {
+        { const tracetree::detail::Scope parent(sites[0]); }
+        { const tracetree::detail::Scope outside(sites[2]); }
+        const tracetree::detail::Scope parent(sites[0]);
+        const tracetree::detail::Scope inside(sites[2]);
+    });
+    REQUIRE(after_current.roots.size() == 2);
+    const tracetree::Node* first = child_named(after_current.roots, "made after 0");
+    REQUIRE(first != nullptr);
+    CHECK(first->count == 2);
+    REQUIRE(first->children.size() == 1);
+    CHECK(first->children[0].name == "made after 2");
+    CHECK(first->children[0].count == 1);
+    CHECK(child_named(after_current.roots, "made after 2")->count == 1);
+    // The parent's node and its child's, then the root's node of site 2: inside the parent, after its
+    // child, the node after the child entered last is of the site called next, under another parent.
+    const auto after_hint = recorded_by("lookup-after-hint", [&] {
+        {
+            const tracetree::detail::Scope parent(sites[0]);
+            const tracetree::detail::Scope child(sites[1]);
+        }
+        { const tracetree::detail::Scope outside(sites[2]); }
+        const tracetree::detail::Scope parent(sites[0]);
+        { const tracetree::detail::Scope child(sites[1]); }
+        const tracetree::detail::Scope inside(sites[2]);
+    });
+    REQUIRE(after_hint.roots.size() == 2);
+    const tracetree::Node* second = child_named(after_hint.roots, "made after 0");
+    REQUIRE(second != nullptr);
+    CHECK(second->count == 2);
+    check_counts(second->children, sites, {0, 2, 1});
+    CHECK(child_named(after_hint.roots, "made after 2")->count == 1);
+}
+
 TEST_CASE("under the node limit the sites that fit count exactly and every other call is a counted drop") {
     const tracetree::Limits saved = tracetree::limits();
     tracetree::Limits small = saved;

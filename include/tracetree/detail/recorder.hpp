@@ -259,23 +259,35 @@ struct Arena {
 
     // The hot path: the node for `site` under the current node, made current, and in `parent` the node
     // it was entered under, which leave() goes back to without looking it up; null: not recorded.
-    // Calls repeat (the child entered last) or go through the siblings in order (the one created
-    // after it); anything else is one probe of the tree's child index.
+    // Tried in turn: the node made right after the current one (a call nested in one that was new),
+    // the child entered last (calls that repeat), the node made after that one (leaves called in
+    // order), that one's next sibling, one probe of the tree's child index. The first and the third
+    // need no load for their address: a load chained to the last scope's (the current node, its hint,
+    // the chunk) costs more on Intel than the instructions. The node after is always there: a chunk
+    // ends in a spare one, the runtime's guard node is followed by one.
     TRACETREE_DETAIL_INLINE NodeRecord* enter(Site* site, const SiteInfo* info, NodeRecord*& parent) noexcept {
         if (depth >= depth_limit.load(std::memory_order_relaxed)) return parent_of(enter_limited(site, info), parent);
         ++depth;  // here, not beside cur_index: g++ would pack the two stores through a vector register
         parent = cur;
-        std::uint32_t index = cur->hint;
-        NodeRecord* node = at(index);
-        if (node->site != info) {
-            index = node->next_sibling;
+        std::uint32_t index = cur_index + 1;
+        NodeRecord* node = cur + 1;
+        if (node->site != info || node->parent != cur_index) {
+            index = cur->hint;
             node = at(index);
             if (node->site != info) {
-                index = find(cur_index, info);
-                if (index == 0) return --depth, parent_of(add(site, info), parent);
-                node = at(index);
+                if (node[1].site == info && node[1].parent == cur_index) {
+                    ++index, ++node;
+                } else {
+                    index = node->next_sibling;
+                    node = at(index);
+                    if (node->site != info) {
+                        index = find(cur_index, info);
+                        if (index == 0) return --depth, parent_of(add(site, info), parent);
+                        node = at(index);
+                    }
+                }
+                cur->hint = index;
             }
-            cur->hint = index;
         }
         cur = node;
         cur_index = index;

@@ -86,7 +86,10 @@ public:
     // The arena's current node while a watched scope's capture is deferred (begin()): no call site
     // matches it and its index is no node's, so the first scope, throw or drop under that scope
     // reaches the runtime, which starts the capture first. `parent` is the scope's node's index.
-    NodeRecord deferred;
+    // The second stays empty: Arena::enter reads the node after the current one.
+    NodeRecord deferred_[2];
+    NodeRecord& deferred() noexcept { return deferred_[0]; }
+    const NodeRecord& deferred() const noexcept { return deferred_[0]; }
     std::atomic<bool> in_overflow{false};
     std::atomic<bool> retired{false};
     std::atomic<std::uint32_t> max_depth{0};         // any thread (set_limits)
@@ -191,7 +194,7 @@ public:
     bool at_innermost(const NodeRecord* node, bool deferred_capture) const noexcept {
         if (arena.cur == node) return true;
         if (!deferred_capture) return false;
-        if (arena.cur == &deferred) return current->at(deferred.parent) == node;
+        if (arena.cur == &deferred()) return current->at(deferred().parent) == node;
         return capture_depth != 0 && captures[capture_depth - 1].deferred_from == node && arena.cur->parent == 0 &&
                arena.cur->site == node->site;
     }
@@ -300,16 +303,16 @@ public:
     // Waits with the capture until something is recorded under the scope at the current node.
     void defer_capture(std::uint32_t mask) noexcept {
         capturing |= mask;
-        deferred.parent = arena.cur_index;
-        arena.cur = &deferred;
+        deferred().parent = arena.cur_index;
+        arena.cur = &deferred();
         arena.cur_index = kDeferredIndex;
     }
-    bool capture_waits() const noexcept { return arena.cur == &deferred; }
+    bool capture_waits() const noexcept { return arena.cur == &deferred(); }
 
     // The first thing recorded under a scope whose capture was deferred: the capture starts as if at
     // the scope's start, and the arena moves to the scope's node in the capture's tree.
     void start_deferred_capture() noexcept {
-        const std::uint32_t own = deferred.parent;
+        const std::uint32_t own = deferred().parent;
         const NodeRecord* node = current->at(own);
         point_at(*current, node->parent);
         enter_capture();
@@ -353,7 +356,7 @@ public:
     template <class Visit>
     void open_scopes(Visit&& visit) const {
         const Tree* tree = current;
-        std::uint32_t index = capture_waits() ? deferred.parent : arena.cur_index;
+        std::uint32_t index = capture_waits() ? deferred().parent : arena.cur_index;
         for (std::uint32_t capture = capture_depth;;) {
             for (; index != 0; index = tree->at(index)->parent) visit(tree->at(index)->site);
             if (capture == 0) return;

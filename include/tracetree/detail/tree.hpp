@@ -53,7 +53,8 @@ public:
             }
         }
         if (chunk == nullptr) {
-            chunk = new (std::nothrow) NodeRecord[kChunkMask + 1];
+            // One node past the chunk's, never used: Arena::enter reads the slot after a node unchecked.
+            chunk = new (std::nothrow) NodeRecord[kChunkMask + 2];
             if (chunk == nullptr) nodes.fetch_sub(kChunkMask + 1);
             return chunk;
         }
