@@ -159,7 +159,7 @@ public:
     }
 
     NodeRecord* drop(std::uint64_t calls) noexcept {  // counts calls not recorded
-        bump_saturating(arena.at(capture_waits() ? deferred.parent : arena.cur_index)->dropped, calls);
+        bump_saturating(arena.at(capture_waits() ? deferred().parent : arena.cur_index)->dropped, calls);
         bump(current->dropped_nodes, calls);
         return nullptr;
     }
