@@ -17,13 +17,13 @@
 // the runtime's rooms: detail/clock.hpp (ticks to ns), detail/sites.hpp (interned sites),
 // detail/tree.hpp (node pool, trees, snapshots as values), detail/session_registry.hpp (sessions,
 // matching, delivery), detail/thread_state.hpp (a thread's captures and frames), detail/threads.hpp
-// (live and exited threads, profiles, timelines), detail/handoffs.hpp (here() and Continue, with
-// detail/handoff.hpp and detail/gather.hpp), detail/process.hpp (modules, the C++ ABI, with
+// (live and exited threads, profiles, timelines), detail/handoffs.hpp (here() and Continue, a
+// coroutine's resumptions and co-scopes, with detail/handoff.hpp and detail/gather.hpp), detail/process.hpp (modules, the C++ ABI, with
 // detail/exception_types.hpp: what a thrown object is) -> detail/platform.hpp (what the recorder
 // needs of the platform, said first) ->
 // detail/runtime.hpp (RuntimeImpl over them) -> control.hpp and sessions.hpp (the public control API;
 // defined in detail/control-inl.hpp and detail/sessions-inl.hpp) -> render.hpp (Arthas and human
-// text) -> views.hpp (flame graphs, JSON, diffs) -> all.hpp.
+// text) -> views.hpp (flame graphs, JSON, diffs) -> handoff.hpp, coroutine.hpp (and asio.hpp) -> all.hpp.
 #ifndef TRACETREE_TRACETREE_HPP
 #define TRACETREE_TRACETREE_HPP
 
