@@ -400,9 +400,10 @@ TEST_CASE("a resumption while recording is off enters nothing, and the co-scopes
     REQUIRE(again != nullptr);
     REQUIRE(again->roots.size() == 1);
     CHECK(again->roots[0].name == "[suspended]");  // the origin is the root: nothing open to enter
-    const auto* first = find_root(profile.merged(), "first");
+    const auto merged = profile.merged();  // kept: the nodes found point into it
+    const auto* first = find_root(merged, "first");
     CHECK((first == nullptr || first->count == 0));  // ended while off, where nothing was entered
-    CHECK(find_root(profile.merged(), "second") == nullptr);
+    CHECK(find_root(merged, "second") == nullptr);
 }
 
 TEST_CASE("coroutines interleaved on one thread keep their own places") {
@@ -528,7 +529,8 @@ TEST_CASE("recording turned on during a resumption: the co-scope it opens is ent
     const auto* after = find_root(thread, "after-late");
     REQUIRE(after != nullptr);
     CHECK(after->count == 1);
-    const auto* merged_late = find_root(tracetree::profile().merged(), "late");
+    const auto merged = tracetree::profile().merged();
+    const auto* merged_late = find_root(merged, "late");
     REQUIRE(merged_late != nullptr);
     CHECK(merged_late->count == 1);
 }
