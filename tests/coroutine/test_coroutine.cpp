@@ -502,7 +502,8 @@ TEST_CASE("a co-scope's end inside a scope whose trace capture waits: a dropped 
         open.reset();                       // a frame destroyed here (shutdown, a cancellation)
     }
     CHECK(trace.next(0s));
-    const auto* handle = find_root(mine(), "waiting-handle");
+    const auto thread = mine();
+    const auto* handle = find_root(thread, "waiting-handle");
     REQUIRE(handle != nullptr);
     CHECK(handle->count == 1);
 }
