@@ -263,19 +263,20 @@ struct Arena {
     // the child entered last (calls that repeat), the node made after that one (leaves called in
     // order), that one's next sibling, one probe of the tree's child index. The first and the third
     // need no load for their address: a load chained to the last scope's (the current node, its hint,
-    // the chunk) costs more on Intel than the instructions. The node after is always there: a chunk
-    // ends in a spare one, the runtime's guard node is followed by one.
+    // the chunk) costs more on Intel than the instructions. The node after is read only inside its
+    // chunk (a chunk of 257 would cost a larger size class in most allocators); the runtime's guard
+    // node is followed by an empty one.
     TRACETREE_DETAIL_INLINE NodeRecord* enter(Site* site, const SiteInfo* info, NodeRecord*& parent) noexcept {
         if (depth >= depth_limit.load(std::memory_order_relaxed)) return parent_of(enter_limited(site, info), parent);
         ++depth;  // here, not beside cur_index: g++ would pack the two stores through a vector register
         parent = cur;
         std::uint32_t index = cur_index + 1;
-        NodeRecord* node = cur + 1;
-        if (node->site != info || node->parent != cur_index) {
+        NodeRecord* node = cur + 1;  // read unless `cur` ends its chunk
+        if ((index & kChunkMask) == 0 || node->site != info || node->parent != cur_index) {
             index = cur->hint;
             node = at(index);
             if (node->site != info) {
-                if (node[1].site == info && node[1].parent == cur_index) {
+                if ((index & kChunkMask) != kChunkMask && node[1].site == info && node[1].parent == cur_index) {
                     ++index, ++node;
                 } else {
                     index = node->next_sibling;

@@ -53,8 +53,7 @@ public:
             }
         }
         if (chunk == nullptr) {
-            // One node past the chunk's, never used: Arena::enter reads the slot after a node unchecked.
-            chunk = new (std::nothrow) NodeRecord[kChunkMask + 2];
+            chunk = new (std::nothrow) NodeRecord[kChunkMask + 1];
             if (chunk == nullptr) nodes.fetch_sub(kChunkMask + 1);
             return chunk;
         }
