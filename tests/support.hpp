@@ -7,7 +7,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <initializer_list>
+#include <mutex>
 #include <string>
 
 // What AddressSanitizer changes: clang's links its own __cxa_throw first (no throw nodes:
@@ -69,6 +72,35 @@ inline const tracetree::Node* find_root(const tracetree::ThreadProfile& thread, 
         if (root.name == name) return &root;
     return nullptr;
 }
+
+// The node at the end of `names`, from one of the thread's roots; null when any is missing.
+inline const tracetree::Node* on_path(const tracetree::ThreadProfile& thread, std::initializer_list<const char*> names) {
+    const tracetree::Node* node = nullptr;
+    for (const char* name : names) {
+        node = node == nullptr ? find_root(thread, name) : find_child(*node, name);
+        if (node == nullptr) return nullptr;
+    }
+    return node;
+}
+
+// Counts down to zero; wait() returns then.
+class Latch {
+public:
+    explicit Latch(int count) : count_(count) {}
+    void count_down() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (--count_ == 0) zero_.notify_all();
+    }
+    void wait() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        zero_.wait(lock, [&] { return count_ == 0; });
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable zero_;
+    int count_;
+};
 
 // The calling thread's profile.
 inline tracetree::ThreadProfile mine() {

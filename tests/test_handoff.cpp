@@ -54,34 +54,6 @@ private:
     std::thread thread_;
 };
 
-// Counts down to zero; wait() returns then.
-class HandoffLatch {
-public:
-    explicit HandoffLatch(int count) : count_(count) {}
-    void count_down() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (--count_ == 0) zero_.notify_all();
-    }
-    void wait() {
-        std::unique_lock<std::mutex> lock(mutex_);
-        zero_.wait(lock, [&] { return count_ == 0; });
-    }
-
-private:
-    std::mutex mutex_;
-    std::condition_variable zero_;
-    int count_;
-};
-
-const tracetree::Node* on_path(const tracetree::ThreadProfile& thread, std::initializer_list<const char*> names) {
-    const tracetree::Node* node = nullptr;
-    for (const char* name : names) {
-        node = node == nullptr ? find_root(thread, name) : find_child(*node, name);
-        if (node == nullptr) return nullptr;
-    }
-    return node;
-}
-
 void continued_work() {
     TRACETREE_SCOPE("work");
     advance(2us);
@@ -240,7 +212,7 @@ TEST_CASE("exact counts: tasks bouncing across 8 threads, cancelled, outliving t
     tracetree::TraceSession traces(tracetree::TraceRequest("request").limit(kRequests));
     std::vector<std::unique_ptr<HandoffWorker>> workers;
     for (int i = 0; i < kThreads; ++i) workers.push_back(std::make_unique<HandoffWorker>("bounce-" + std::to_string(i)));
-    HandoffLatch done(kRequests);
+    Latch done(kRequests);
     std::function<void(tracetree::Here, int, int)> hop = [&](tracetree::Here here, int at, int left) {
         tracetree::Continue on(here);
         { TRACETREE_SCOPE("hop"); }

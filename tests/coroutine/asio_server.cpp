@@ -96,15 +96,6 @@ bool client(tcp::endpoint server, int id, int requests) {
     return right;
 }
 
-const tracetree::Node* on_path(const tracetree::ThreadProfile& thread, std::initializer_list<const char*> path) {
-    const tracetree::Node* node = nullptr;
-    for (const char* name : path) {
-        node = node == nullptr ? find_root(thread, name) : find_child(*node, name);
-        if (node == nullptr) return nullptr;
-    }
-    return node;
-}
-
 std::uint64_t dropped(const tracetree::Node& node) {
     std::uint64_t sum = node.dropped;
     for (const tracetree::Node& child : node.children) sum += dropped(child);

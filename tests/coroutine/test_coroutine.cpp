@@ -159,33 +159,6 @@ private:
     bool stopped_ = false;
 };
 
-class Latch {
-public:
-    explicit Latch(int count) : count_(count) {}
-    void count_down() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (--count_ == 0) zero_.notify_all();
-    }
-    void wait() {
-        std::unique_lock<std::mutex> lock(mutex_);
-        zero_.wait(lock, [&] { return count_ == 0; });
-    }
-
-private:
-    std::mutex mutex_;
-    std::condition_variable zero_;
-    int count_;
-};
-
-const tracetree::Node* on_path(const tracetree::ThreadProfile& thread, std::initializer_list<const char*> names) {
-    const tracetree::Node* node = nullptr;
-    for (const char* name : names) {
-        node = node == nullptr ? find_root(thread, name) : find_child(*node, name);
-        if (node == nullptr) return nullptr;
-    }
-    return node;
-}
-
 Task request(Scheduler& scheduler) {
     TRACETREE_CO_SCOPE("request");
     {
