@@ -203,6 +203,9 @@ struct DynamicLink {
     std::uint32_t child = 0;
 };
 
+// The arena's current index while a deferred capture waits (the guard is current): no node's.
+inline constexpr std::uint32_t kDeferredIndex = 0xFFFFFFFEu;
+
 // A tree's child index: open addressing over (parent index, site) -> child index; 0 is an empty slot.
 inline std::uint32_t child_slot(std::uint32_t parent, const SiteInfo* info, std::uint32_t mask) noexcept {
     const std::uint64_t key = reinterpret_cast<std::uintptr_t>(info) ^ (std::uint64_t{parent} << 40);
@@ -254,8 +257,24 @@ struct Arena {
     std::uint8_t values = 0;
     const NodeRecord* value_node = nullptr;
     void* state = nullptr;  // the runtime's per-thread state around this arena
+    // A watched site whose scopes Scope defers itself, as the runtime's begin() would (see there):
+    // set by the runtime when it deferred one, for the state it decided in (the session epoch, the
+    // site's watch word, the capture slot it prepared, no capture waiting); cleared when that state
+    // changes (ThreadState::point_at, prepare_capture, copy_sessions).
+    const SiteInfo* defer_site = nullptr;
+    std::uint64_t defer_watch = 0;  // the site's watch word then
+    std::uint64_t defer_epoch = 0;  // WatchWord::make(its epoch, 0): the arena's epoch_word then
+    std::uint64_t defer_below = 0;  // ticks below every session's min_cost (Capture::below)
+    NodeRecord* guard = nullptr;    // the runtime's guard node (ThreadState::deferred())
 
     NodeRecord* at(std::uint32_t index) const noexcept { return &chunks[index >> kChunkBits][index & kChunkMask]; }
+
+    // Whether a scope of `info` may be deferred by Scope, as the runtime decided (defer_site); not while
+    // a capture waits: the runtime starts it first.
+    bool defers(const SiteInfo* info) const noexcept {
+        return info == defer_site && info->watch.load(std::memory_order_relaxed) == defer_watch &&
+               epoch_word.load(std::memory_order_relaxed) == defer_epoch && cur_index != kDeferredIndex;
+    }
 
     // The hot path: the node for `site` under the current node, made current, and in `parent` the node
     // it was entered under, which leave() goes back to without looking it up; null: not recorded.
@@ -452,7 +471,7 @@ public:
             arena_->leave(node_, parent_, ticks() - start_, threw);
             return;
         }
-        end_slow(node_, arena_, start_, uncaught_, slow_);
+        end_slow(node_, parent_, arena_, start_, uncaught_, slow_);
     }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
@@ -463,6 +482,7 @@ public:
     static constexpr std::uint8_t kTimelineSpan = 4;     // add a timeline span
     static constexpr std::uint8_t kFrame = 8;            // deliver to stack, watch and monitor sessions
     static constexpr std::uint8_t kDeferredCapture = 16; // its capture waits for the first thing recorded under it
+    static constexpr std::uint8_t kDeferredHere = 32;    // deferred by begin_deferred(), not the runtime
 
 private:
     friend class RuntimeImpl;  // its slow paths fill these and read them at the end
@@ -476,8 +496,16 @@ private:
         from.node_ = nullptr;
     }
     // Out of line, so that ~Scope does not contain a Scope's destruction (clang++ would not inline it).
-    TRACETREE_DETAIL_COLD static void end_slow(NodeRecord* node, Arena* arena, std::uint64_t start, unsigned int uncaught,
-                                               std::uint8_t slow) noexcept {
+    TRACETREE_DETAIL_COLD static void end_slow(NodeRecord* node, NodeRecord* parent, Arena* arena, std::uint64_t start,
+                                               unsigned int uncaught, std::uint8_t slow) noexcept {
+        // Deferred by begin_deferred(), with its guard still current: nothing was recorded under it (that
+        // would have started its capture). Below every session's min_cost, no session wants it: left as
+        // the runtime's end() would leave it. Else (and for every other slow scope) the runtime ends it.
+        if (slow == (kDeferredCapture | kDeferredHere) && arena->cur_index == kDeferredIndex) {
+            const bool threw = *arena->uncaught > uncaught;
+            const std::uint64_t elapsed = ticks() - start;
+            if (elapsed < arena->defer_below) return arena->leave(node, parent, elapsed, threw);
+        }
         Scope ending;
         ending.node_ = node, ending.arena_ = arena, ending.start_ = start, ending.uncaught_ = uncaught, ending.slow_ = slow;
         arena->recorder->end(ending);
@@ -509,9 +537,40 @@ private:
             return;
         }
         if ((flags & kRecording) == 0) return;
+        if (name == kNoName && flags == (kRecording | kSessions) && arena.defers(info)) return begin_deferred(arena, site, info);
         Scope filled;
         arena.recorder->begin(filled, arena, site, info);
         take(filled);
+    }
+
+    // What the runtime's begin() does for a site watched only by trace captures it may defer, in the
+    // state it decided that in (Arena::defer_site): the node entered and, unless it is the node limit's
+    // overflow (a node of no site, recorded as a plain scope), the guard made current, so that the
+    // first thing recorded under the scope reaches the runtime and starts the capture. Out of line:
+    // the lookup is not copied into every scope's code a second time.
+    struct Entered {
+        NodeRecord* node;
+        NodeRecord* parent;
+    };
+    TRACETREE_DETAIL_INLINE void begin_deferred(Arena& arena, Site* site, const SiteInfo* info) noexcept {
+        const Entered entered = enter_deferred(arena, site, info);
+        node_ = entered.node;
+        if (node_ == nullptr) return;
+        parent_ = entered.parent;
+        arena_ = &arena;
+        slow_ = entered.node->site == info ? kDeferredCapture | kDeferredHere : 0;
+        uncaught_ = *arena.uncaught;
+        start_ = ticks();
+    }
+    TRACETREE_DETAIL_COLD static Entered enter_deferred(Arena& arena, Site* site, const SiteInfo* info) noexcept {
+        Entered entered{nullptr, nullptr};
+        entered.node = arena.enter(site, info, entered.parent);
+        if (entered.node != nullptr && entered.node->site == info) {
+            arena.guard->parent = arena.cur_index;
+            arena.cur = arena.guard;
+            arena.cur_index = kDeferredIndex;
+        }
+        return entered;
     }
 
     // A name seen on this thread is found in its table: no allocation, no call. A new one goes to the

@@ -63,8 +63,6 @@ struct RawSpan {
     bool threw;
 };
 
-// The arena's current index while a deferred capture waits (ThreadState::deferred): no node's.
-inline constexpr std::uint32_t kDeferredIndex = 0xFFFFFFFEu;
 inline constexpr std::size_t kMaxValuesPerScope = 64;  // TRACETREE_WATCH values kept per scope and invocation
 
 class ThreadState {
@@ -138,6 +136,7 @@ public:
     // ---- the tree being recorded into ----
 
     void point_at(const Tree& tree, std::uint32_t index) noexcept {
+        arena.defer_site = nullptr;  // captures entered or left, or another tree: decided again (runtime.hpp)
         arena.main_tree = &tree == main.get();
         arena.chunks = tree.chunks();
         arena.slots = tree.slots();
@@ -252,6 +251,7 @@ public:
     // Readies the capture slot for an invocation of `root` watched by `mask`: its sessions, the cost
     // below which none of them wants it, its tree; false when it cannot (out of memory).
     TRACETREE_DETAIL_INLINE bool prepare_capture(const SiteInfo* root, std::uint32_t mask, const Clock& clock) noexcept {
+        arena.defer_site = nullptr;  // the slot may change: the header's deferral was for it as it was
         try {
             if (capture_depth == captures.size()) captures.emplace_back();
             Capture& capture = captures[capture_depth];
@@ -308,6 +308,16 @@ public:
         arena.cur_index = kDeferredIndex;
     }
     bool capture_waits() const noexcept { return arena.cur == &deferred(); }
+
+    // `site`, whose scope was just deferred in this state (begin()) for sessions `watch` names, may be
+    // deferred by Scope itself (Arena::defer_site) until the state changes. Its capture slot is the one
+    // prepared here; the scope's end leaves it there when nothing came under it, below `below`.
+    void defer_in_header(const SiteInfo* site, std::uint64_t watch) noexcept {
+        arena.defer_site = site;
+        arena.defer_watch = watch;
+        arena.defer_epoch = WatchWord::make(WatchWord::epoch(watch), 0);
+        arena.defer_below = captures[capture_depth].below;
+    }
 
     // The first thing recorded under a scope whose capture was deferred: the capture starts as if at
     // the scope's start, and the arena moves to the scope's node in the capture's tree.
@@ -428,6 +438,7 @@ public:
 
 private:
     TRACETREE_DETAIL_COLD bool copy_sessions(SessionRegistry& registry, std::uint32_t epoch) noexcept {
+        arena.defer_site = nullptr;  // decided with the sessions copied before
         if (!registry.copy(epoch, sessions_, capture_mask)) return false;
         sessions_epoch_ = epoch;
         return true;
