@@ -257,23 +257,21 @@ struct Arena {
     std::uint8_t values = 0;
     const NodeRecord* value_node = nullptr;
     void* state = nullptr;  // the runtime's per-thread state around this arena
-    // A watched site whose scopes Scope defers itself, as the runtime's begin() would (see there):
-    // set by the runtime when it deferred one, for the state it decided in (the session epoch, the
-    // site's watch word, the capture slot it prepared, no capture waiting); cleared when that state
-    // changes (ThreadState::point_at, prepare_capture, copy_sessions).
+    // A watched site whose scopes Scope defers itself, as the runtime's begin() would: set by the
+    // runtime when it deferred one, for the state it decided in (the sessions of one epoch, the
+    // capture slot it prepared, no capture waiting); cleared when that state changes
+    // (ThreadState::point_at, prepare_capture, copy_sessions); a new epoch does not match.
     const SiteInfo* defer_site = nullptr;
-    std::uint64_t defer_watch = 0;  // the site's watch word then
-    std::uint64_t defer_epoch = 0;  // WatchWord::make(its epoch, 0): the arena's epoch_word then
+    std::uint64_t defer_epoch = 0;  // WatchWord::make(the epoch it was decided in, 0)
     std::uint64_t defer_below = 0;  // ticks below every session's min_cost (Capture::below)
     NodeRecord* guard = nullptr;    // the runtime's guard node (ThreadState::deferred())
 
     NodeRecord* at(std::uint32_t index) const noexcept { return &chunks[index >> kChunkBits][index & kChunkMask]; }
 
-    // Whether a scope of `info` may be deferred by Scope, as the runtime decided (defer_site); not while
-    // a capture waits: the runtime starts it first.
+    // Whether a watched scope of `info` may be deferred by Scope, as the runtime decided (defer_site);
+    // not while a capture waits: the runtime starts it first.
     bool defers(const SiteInfo* info) const noexcept {
-        return info == defer_site && info->watch.load(std::memory_order_relaxed) == defer_watch &&
-               epoch_word.load(std::memory_order_relaxed) == defer_epoch && cur_index != kDeferredIndex;
+        return info == defer_site && epoch_word.load(std::memory_order_relaxed) == defer_epoch && cur_index != kDeferredIndex;
     }
 
     // The hot path: the node for `site` under the current node, made current, and in `parent` the node

@@ -107,9 +107,9 @@ public:
         const bool known = info->interned || !state.current->full();
         if (known && (info = sites_.registered(site, info)) == nullptr) return;
         std::uint32_t framed = 0, captured = 0;
-        std::uint32_t epoch = 0, mask = 0;
+        std::uint32_t epoch = 0;
         if (known && (flags & kSessions) != 0 && arena.cur != &state.overflow) {
-            mask = sessions_.watch_mask(*info, epoch);
+            const std::uint32_t mask = sessions_.watch_mask(*info, epoch);
             if (mask != 0 && state.current_sessions(sessions_, epoch)) {
                 // An invocation nested in one a trace already captures is part of that capture.
                 captured = mask & state.capture_mask & ~state.capturing;
@@ -139,7 +139,7 @@ public:
             // Until this state changes, the next scopes of the site are deferred the same way: by Scope
             // (begin_deferred), without this call, nor end()'s when nothing comes under them below the
             // sessions' min_cost. Run-time names stay here.
-            if (site != nullptr) state.defer_in_header(info, WatchWord::make(epoch, mask));
+            if (site != nullptr) state.defer_in_header(info, epoch);
         }
         if (framed != 0 && state.push_frame(info, node, framed)) slow |= Scope::kFrame;
         if ((flags & kSlow) != 0) {  // a test clock or the timeline

@@ -309,13 +309,13 @@ public:
     }
     bool capture_waits() const noexcept { return arena.cur == &deferred(); }
 
-    // `site`, whose scope was just deferred in this state (begin()) for sessions `watch` names, may be
-    // deferred by Scope itself (Arena::defer_site) until the state changes. Its capture slot is the one
-    // prepared here; the scope's end leaves it there when nothing came under it, below `below`.
-    void defer_in_header(const SiteInfo* site, std::uint64_t watch) noexcept {
+    // `site`, whose scope was just deferred in this state (begin()) for the sessions of `epoch`, may be
+    // deferred by Scope itself (Arena::defer_site) until the state changes: its capture slot is the one
+    // prepared here, and its scope is left without the runtime when nothing came under it, below the
+    // slot's `below`.
+    void defer_in_header(const SiteInfo* site, std::uint32_t epoch) noexcept {
         arena.defer_site = site;
-        arena.defer_watch = watch;
-        arena.defer_epoch = WatchWord::make(WatchWord::epoch(watch), 0);
+        arena.defer_epoch = WatchWord::make(epoch, 0);
         arena.defer_below = captures[capture_depth].below;
     }
 
