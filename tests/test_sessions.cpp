@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <stdexcept>
@@ -562,4 +563,367 @@ TEST_CASE("a run-time name under a capture that was given up leads the next capt
         CHECK(root->children[0].name == "n");
         CHECK(root->children[0].count == 2);
     }
+}
+
+// ---- a watched scope that Scope defers itself -------------------------------------------------------
+// Once the runtime has deferred a site's capture, Scope defers the site's next scopes itself in the
+// same state (Arena::defer_site), and leaves them without the runtime when nothing came under them
+// below every session's min_cost. On the real clock: a test clock sends every scope to the runtime.
+
+namespace header_deferral {
+using tracetree::detail::Scope;
+
+// Whether the next scope of `site` on this thread is deferred by Scope (the runtime decided so).
+bool armed_for(tracetree::detail::Site& site) {
+    return tracetree::detail::runtime().this_thread()->arena.defer_site == site.info.load();
+}
+
+// Runs `body` on a new thread named `name`; that thread's profile.
+template <class Body>
+tracetree::ThreadProfile on_thread(const std::string& name, Body body) {
+    tracetree::ThreadProfile recorded;
+    std::thread([&] {
+        tracetree::set_thread_name(name);
+        body();
+        const tracetree::Profile profile = tracetree::profile();
+        if (const tracetree::ThreadProfile* thread = find_thread(profile, name)) recorded = *thread;
+    }).join();
+    return recorded;
+}
+
+// Spins on the clock for `duration` inside the current scope.
+void spin(std::chrono::nanoseconds duration) {
+    const auto until = std::chrono::steady_clock::now() + duration;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+}
+}  // namespace header_deferral
+
+TEST_CASE("a scope deferred by Scope starts its capture at whatever comes under it, and the profile counts every call once") {
+    using header_deferral::Scope;
+    deferred::NamedSites sites({"hd.root", "hd.child"}, "hd.unused ", 0);
+    tracetree::detail::Site& root = sites[0];
+    tracetree::detail::Site& child = sites[1];
+    TraceSession session(request("hd.root", 1h, 0));
+    std::vector<bool> armed;
+    const auto leaf = [&] {  // left by Scope: the next one is deferred by Scope too
+        const Scope scope(root);
+    };
+    const tracetree::ThreadProfile thread = header_deferral::on_thread("hd-shapes", [&] {
+        leaf();  // the runtime defers this one, and lets Scope defer the next ones
+        leaf();
+        tracetree::reset();  // applied by the next scope, which Scope still defers
+        for (int round = 0; round < 2; ++round) {
+            armed.push_back(header_deferral::armed_for(root));
+            leaf();
+            armed.push_back(header_deferral::armed_for(root));
+            {
+                const Scope scope(root);
+                for (int i = 0; i < 2; ++i) {
+                    const Scope nested(child);
+                }
+            }
+            leaf();
+            armed.push_back(header_deferral::armed_for(root));
+            {
+                const Scope scope(root);
+                const Scope again(root);  // recursion: inside the capture its outer scope starts
+                const Scope nested(child);
+            }
+            leaf();
+            armed.push_back(header_deferral::armed_for(root));
+            try {
+                const Scope scope(root);
+                TRACETREE_THROW(std::runtime_error("under a deferred scope"));
+            } catch (const std::runtime_error&) {
+            }
+            leaf();
+            armed.push_back(header_deferral::armed_for(root));
+            {
+                const Scope scope(root);
+                TRACETREE_SCOPE_DYNAMIC(std::string("hd name"));
+            }
+            leaf();
+            armed.push_back(header_deferral::armed_for(root));
+            {
+                const tracetree::Limits saved = tracetree::limits();
+                tracetree::Limits shallow = saved;
+                shallow.max_depth = 1;
+                tracetree::set_limits(shallow);
+                {
+                    const Scope scope(root);
+                    const Scope nested(child);  // too deep: dropped
+                }
+                tracetree::set_limits(saved);
+            }
+            leaf();
+            armed.push_back(header_deferral::armed_for(root));
+            {
+                const Scope scope(root);
+                const tracetree::Here here = tracetree::here();  // the capture starts: here() may gather into it
+                static_cast<void>(here);
+            }
+            leaf();
+        }
+    });
+    CHECK(std::count(armed.begin(), armed.end(), true) == static_cast<std::ptrdiff_t>(armed.size()));
+    CHECK(session.captured() == 0);
+    const tracetree::Node* node = find_root(thread, "hd.root");  // the two leaves before reset() are gone
+    REQUIRE(node != nullptr);
+    CHECK(node->count == 2 * 13);
+    CHECK(node->throws == 2);
+    CHECK(node->dropped == 2);
+    const tracetree::Node* nested = find_child(*node, "hd.child");
+    REQUIRE(nested != nullptr);
+    CHECK(nested->count == 2 * 2);
+    const tracetree::Node* again = find_child(*node, "hd.root");
+    REQUIRE(again != nullptr);
+    CHECK(again->count == 2);
+    const tracetree::Node* again_child = find_child(*again, "hd.child");
+    REQUIRE(again_child != nullptr);
+    CHECK(again_child->count == 2);
+    const tracetree::Node* name = find_child(*node, "hd name");
+    REQUIRE(name != nullptr);
+    CHECK(name->count == 2);
+    if (throws_seen()) {
+        const tracetree::Node* thrown = find_child(*node, "std::runtime_error");
+        REQUIRE(thrown != nullptr);
+        CHECK(thrown->count == 2);
+    }
+}
+
+TEST_CASE("scopes deferred by Scope, then by the runtime: every call counted once, in its place") {
+    using header_deferral::Scope;
+    deferred::NamedSites sites({"hd.counted", "hd.counted child"}, "hd.unused ", 0);
+    tracetree::detail::Site& root = sites[0];
+    tracetree::detail::Site& child = sites[1];
+    TraceSession session(request("hd.counted", 1h, 0));
+    bool armed = false;
+    const tracetree::ThreadProfile thread = header_deferral::on_thread("hd-counted", [&] {
+        for (int i = 0; i < 3; ++i) {
+            const Scope scope(root);
+        }
+        armed = header_deferral::armed_for(root);
+        for (int i = 0; i < 2; ++i) {
+            const Scope scope(root);
+            {
+                const Scope again(root);
+                const Scope nested(child);
+            }
+            try {
+                TRACETREE_THROW(std::runtime_error("counted"));
+            } catch (const std::runtime_error&) {
+            }
+            const Scope nested(child);
+        }
+        for (int i = 0; i < 3; ++i) {
+            const Scope scope(root);
+        }
+        const tracetree::Limits saved = tracetree::limits();
+        tracetree::Limits shallow = saved;
+        shallow.max_depth = 1;
+        tracetree::set_limits(shallow);
+        {
+            const Scope scope(root);
+            const Scope nested(child);  // too deep: dropped under the root
+        }
+        tracetree::set_limits(saved);
+    });
+    CHECK(armed);
+    CHECK(session.captured() == 0);
+    const tracetree::Node* node = find_root(thread, "hd.counted");
+    REQUIRE(node != nullptr);
+    CHECK(node->count == 9);
+    CHECK(node->dropped == 1);
+    CHECK(node->throws == 0);
+    const tracetree::Node* again = find_child(*node, "hd.counted");
+    REQUIRE(again != nullptr);
+    CHECK(again->count == 2);
+    const tracetree::Node* again_child = find_child(*again, "hd.counted child");
+    REQUIRE(again_child != nullptr);
+    CHECK(again_child->count == 2);
+    const tracetree::Node* nested = find_child(*node, "hd.counted child");
+    REQUIRE(nested != nullptr);
+    CHECK(nested->count == 2);
+    if (throws_seen()) {
+        const tracetree::Node* thrown = find_child(*node, "std::runtime_error");
+        REQUIRE(thrown != nullptr);
+        CHECK(thrown->count == 2);
+    }
+}
+
+TEST_CASE("Scope defers only the site the runtime decided for, in the epoch it decided in, with the recording flags it had") {
+    using header_deferral::Scope;
+    deferred::NamedSites sites({"hd.a", "hd.b", "hd.c", "hd.e"}, "hd.unused ", 0);
+    std::uint64_t b_captured = 0, c_captured = 0, started_captured = 0, stopped_captured = 0, slow_captured = 0;
+    std::vector<bool> armed;
+    const tracetree::ThreadProfile thread = header_deferral::on_thread("hd-which", [&] {
+        {  // another site, watched by a session that wants every call: not left by Scope as a's are
+            TraceSession a(request("hd.a", 1h, 0));
+            TraceSession b(request("hd.b", 0ms, 0));
+            TraceSession c(request("hd.c", 0ms, 3));  // a limit: exactly 3, then the session stops
+            for (int i = 0; i < 5; ++i) {
+                {
+                    const Scope scope(sites[0]);
+                }
+                armed.push_back(header_deferral::armed_for(sites[0]));
+                {
+                    const Scope scope(sites[1]);
+                }
+                {
+                    const Scope scope(sites[0]);
+                }
+                {
+                    const Scope scope(sites[2]);
+                }
+            }
+            b_captured = b.captured();
+            c_captured = c.captured();
+        }
+        TraceSession never(request("hd.e", 1h, 0));
+        {
+            const Scope scope(sites[3]);
+        }
+        armed.push_back(header_deferral::armed_for(sites[3]));
+        {  // a session started since: a new epoch, decided again by the runtime
+            TraceSession started(request("hd.e", 0ms, 0));
+            const Scope scope(sites[3]);
+            started.stop();  // before the scope ends: its end finds the session stopped
+            stopped_captured = started.captured();
+        }
+        {
+            const Scope scope(sites[3]);  // the runtime's again, in this epoch
+        }
+        armed.push_back(header_deferral::armed_for(sites[3]));
+        {
+            TraceSession started(request("hd.e", 0ms, 0));
+            {
+                const Scope scope(sites[3]);
+            }
+            started_captured = started.captured();
+        }
+        {
+            const Scope scope(sites[3]);
+        }
+        armed.push_back(header_deferral::armed_for(sites[3]));
+        // A test clock: every scope to the runtime, timed on that clock.
+        tracetree::set_clock(fake_clock);
+        {
+            const Scope scope(sites[3]);
+            advance(24h);  // the session's min_cost in ticks was taken on the real clock (nearer 1 ns than 0.1)
+        }
+        tracetree::set_clock(nullptr);
+        slow_captured = never.captured();
+        tracetree::set_enabled(false);
+        {
+            const Scope scope(sites[3]);  // not recorded
+        }
+        tracetree::set_enabled(true);
+    });
+    CHECK(std::count(armed.begin(), armed.end(), true) == static_cast<std::ptrdiff_t>(armed.size()));
+    CHECK(b_captured == 5);
+    CHECK(c_captured == 3);
+    CHECK(stopped_captured == 0);
+    CHECK(started_captured == 1);
+    CHECK(slow_captured == 1);
+    for (const auto& [name, count] : {std::make_pair("hd.a", 10), std::make_pair("hd.b", 5), std::make_pair("hd.c", 5),
+                                      std::make_pair("hd.e", 6)}) {
+        INFO(name);
+        const tracetree::Node* node = find_root(thread, name);
+        REQUIRE(node != nullptr);
+        CHECK(node->count == static_cast<std::uint64_t>(count));
+    }
+}
+
+TEST_CASE("a scope Scope would defer, past the node limit, is recorded as the runtime records it: a drop") {
+    using header_deferral::Scope;
+    deferred::NamedSites sites({"hd.limited", "hd.p1", "hd.p2", "hd.under"}, "hd.filler ", 12);
+    const deferred::SmallTrees run = deferred::with_small_trees("hd-node-limit", [&] {
+        TraceSession session(request("hd.limited", 1h, 0));
+        {
+            const Scope p1(sites[1]);
+            const Scope watched(sites[0]);  // deferred by the runtime: Scope may defer the next ones
+        }
+        {
+            const Scope p2(sites[2]);
+        }
+        for (std::size_t i = 4; i < sites.size(); ++i) {  // the tree full: root, p1, watched, p2 and 12
+            const Scope filler(sites[i]);
+        }
+        {
+            const Scope p1(sites[1]);
+            const Scope watched(sites[0]);  // its node exists: deferred by Scope
+        }
+        {  // no room for the watched site's node under p2: dropped, with what it calls
+            const Scope p2(sites[2]);
+            const Scope watched(sites[0]);
+            const Scope under(sites[3]);
+        }
+        {
+            const Scope p2(sites[2]);
+        }
+        return session;
+    });
+    CHECK(run.traces.empty());
+    const tracetree::Node* p1 = find_root(run.thread, "hd.p1");
+    const tracetree::Node* p2 = find_root(run.thread, "hd.p2");
+    REQUIRE(p1 != nullptr);
+    REQUIRE(p2 != nullptr);
+    CHECK(p1->count == 2);
+    CHECK(p2->count == 3);
+    CHECK(p2->children.empty());
+    CHECK(p2->dropped == 2);  // the watched scope, and what it called
+    const tracetree::Node* watched = find_child(*p1, "hd.limited");
+    REQUIRE(watched != nullptr);
+    CHECK(watched->count == 2);
+}
+
+TEST_CASE("a scope deferred by Scope that reaches its min_cost is delivered, within the session's limit") {
+    using header_deferral::Scope;
+    deferred::NamedSites sites({"hd.slow", "hd.slow child"}, "hd.unused ", 0);
+    std::vector<tracetree::Trace> traces;
+    std::uint64_t limited = 0;
+    bool armed = false;
+    header_deferral::on_thread("hd-slow", [&] {
+        TraceSession session(request("hd.slow", 5ms, 0));
+        {
+            const Scope scope(sites[0]);  // a leaf: delivered only if it took 5 ms (never mind)
+        }
+        armed = header_deferral::armed_for(sites[0]) || session.captured() != 0;
+        const auto leaf = [&] {  // so that Scope defers the next one (unless it took 5 ms: never mind)
+            const Scope scope(sites[0]);
+        };
+        for (int i = 0; i < 2; ++i) {
+            leaf();
+            const Scope scope(sites[0]);  // nothing under it, and it reaches the session's min_cost
+            header_deferral::spin(8ms);
+        }
+        {
+            leaf();
+            const Scope scope(sites[0]);
+            const Scope nested(sites[1]);
+            header_deferral::spin(8ms);
+        }
+        while (std::optional<tracetree::Trace> trace = session.next(0ms)) traces.push_back(std::move(*trace));
+        TraceSession two(request("hd.slow", 5ms, 2));
+        for (int i = 0; i < 3; ++i) {
+            leaf();
+            const Scope scope(sites[0]);
+            header_deferral::spin(8ms);
+        }
+        limited = two.captured();
+    });
+    CHECK(armed);
+    CHECK(limited == 2);
+    REQUIRE(traces.size() >= 3);  // a leaf above may have taken 5 ms too
+    std::size_t leaves = 0, with_child = 0;
+    for (const tracetree::Trace& trace : traces) {
+        CHECK(trace.root.name == "hd.slow");
+        CHECK(trace.root.count == 1);
+        CHECK(trace.root.total >= 5ms);
+        if (trace.root.children.empty()) ++leaves;
+        else if (trace.root.children.size() == 1 && trace.root.children[0].name == "hd.slow child") ++with_child;
+    }
+    CHECK(leaves + 1 == traces.size());
+    CHECK(with_child == 1);
 }
