@@ -927,3 +927,38 @@ TEST_CASE("a scope deferred by Scope that reaches its min_cost is delivered, wit
     CHECK(leaves + 1 == traces.size());
     CHECK(with_child == 1);
 }
+
+TEST_CASE("a site deferred inside another site's capture is decided again outside it") {
+    using header_deferral::Scope;
+    deferred::NamedSites sites({"hd.outer", "hd.inner", "hd.inner child"}, "hd.unused ", 0);
+    std::vector<tracetree::Trace> traces;
+    std::uint64_t inner_captured = 0;
+    const tracetree::ThreadProfile thread = header_deferral::on_thread("hd-depth", [&] {
+        TraceSession outer(request("hd.outer", 0ms, 0));
+        TraceSession inner(request("hd.inner", 1h, 0));
+        for (int i = 0; i < 3; ++i) {
+            {
+                const Scope o(sites[0]);
+                const Scope x(sites[1]);  // deferred inside the outer capture, in its own slot
+            }
+            const Scope x(sites[1]);  // outside: its capture is not the outer one's
+            const Scope child(sites[2]);
+        }
+        while (std::optional<tracetree::Trace> trace = outer.next(0ms)) traces.push_back(std::move(*trace));
+        inner_captured = inner.captured();
+    });
+    CHECK(inner_captured == 0);
+    REQUIRE(traces.size() == 3);
+    for (const tracetree::Trace& trace : traces) {
+        CHECK(trace.root.name == "hd.outer");
+        REQUIRE(trace.root.children.size() == 1);
+        CHECK(trace.root.children[0].name == "hd.inner");
+        CHECK(trace.root.children[0].children.empty());
+    }
+    const tracetree::Node* x = find_root(thread, "hd.inner");
+    REQUIRE(x != nullptr);
+    CHECK(x->count == 3);
+    const tracetree::Node* child = find_child(*x, "hd.inner child");
+    REQUIRE(child != nullptr);
+    CHECK(child->count == 3);
+}
