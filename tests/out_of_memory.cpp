@@ -5,11 +5,15 @@
 //     ASan a table read through a pointer the failed growth left stale is a use after free).
 //   - An invocation captured by a trace (with and without values) with nested scopes, a throw, a
 //     watched value and a run-time name: that invocation's trace may be lost, no other.
+//   - A watched scope that Scope defers itself, after another site's capture could not be readied
+//     (its list of sessions could not grow): the next invocation of the first site that reaches its
+//     min_cost is still delivered.
 //
 // Its own program: it replaces operator new (on the current thread, the k-th allocation from now fails).
 #include <tracetree/all.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -121,6 +125,26 @@ void traced(int k, bool values) {
         fail(thread + ": counted " + std::to_string(root->count) + " invocations, " + std::to_string(count("oom.child")) +
              " children and " + std::to_string(count("oom.thrower")) + " throwers, not 5, 15 and 5");
 }
+
+// x's scopes deferred by Scope itself (the runtime deferred one before), then y's capture, for two
+// sessions, fails to get ready in the same slot: x's next invocation, which reaches its session's
+// min_cost, must still be delivered to that session (the slot is decided again).
+std::atomic<int> g_deferred_traces{0};
+void deferred_x(bool past_min_cost) {
+    TRACETREE_SCOPE("oom.deferred.x");
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(past_min_cost ? 8 : 0);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+}
+void deferred_y() { TRACETREE_SCOPE("oom.deferred.y"); }
+void deferred_after_failure() {
+    tracetree::set_thread_name("oom-deferred");
+    deferred_x(false);  // below the min_cost: Scope defers the next ones itself
+    t_fail_in = 1;
+    deferred_y();  // the slot's list of sessions cannot grow to two
+    t_fail_in = 0;
+    deferred_x(true);
+}
 }  // namespace
 
 // TSan's runtime (clang's, linked statically) defines operator new itself: there the test is skipped.
@@ -190,6 +214,19 @@ int main() {
             std::thread(traced, k, values).join();
             tracetree::reset();
         }
+    }
+    {
+        tracetree::TraceSession x(tracetree::TraceRequest("oom.deferred.x").min_cost(std::chrono::milliseconds(5)).limit(0).on_trace(
+            [](const tracetree::Trace&) { g_deferred_traces.fetch_add(1); }));
+        tracetree::TraceSession y1(tracetree::TraceRequest("oom.deferred.y").min_cost(std::chrono::hours(1)));
+        tracetree::TraceSession y2(tracetree::TraceRequest("oom.deferred.y").min_cost(std::chrono::hours(1)));
+        std::thread([] {  // the sites interned and decided for these sessions: no allocation for them later
+            deferred_x(false);
+            deferred_y();
+        }).join();
+        g_deferred_traces.store(0);
+        std::thread(deferred_after_failure).join();
+        if (g_deferred_traces.load() == 0) fail("oom-deferred: x's invocation past its min_cost was not delivered");
     }
     if (g_failed != 0) return 1;
     std::printf("out-of-memory: %d threads, each failing one allocation of a new run-time name, and %d failing one of a "

@@ -258,6 +258,7 @@ public:
             // The same sessions and root as this slot's last capture (a scope called in a loop): reuse
             // what it kept, without touching reference counts or allocating.
             if (capture.mask != mask || capture.sessions_epoch != sessions_epoch_) {
+                capture.mask = 0;  // until the list is complete: a failure below leaves it to be made again
                 capture.sessions.clear();
                 capture.values = false;
                 Nanos least = Nanos::max();
