@@ -826,12 +826,12 @@ TEST_CASE("Scope defers only the site the runtime decided for, in the epoch it d
     CHECK(stopped_captured == 0);
     CHECK(started_captured == 1);
     CHECK(slow_captured == 1);
-    for (const auto& [name, count] : {std::make_pair("hd.a", 10), std::make_pair("hd.b", 5), std::make_pair("hd.c", 5),
-                                      std::make_pair("hd.e", 6)}) {
-        INFO(name);
-        const tracetree::Node* node = find_root(thread, name);
+    for (const auto& expected : {std::make_pair("hd.a", 10), std::make_pair("hd.b", 5), std::make_pair("hd.c", 5),
+                                 std::make_pair("hd.e", 6)}) {
+        INFO(expected.first);  // not a structured binding: clang++ 14 cannot capture one (INFO's lambda)
+        const tracetree::Node* node = find_root(thread, expected.first);
         REQUIRE(node != nullptr);
-        CHECK(node->count == static_cast<std::uint64_t>(count));
+        CHECK(node->count == static_cast<std::uint64_t>(expected.second));
     }
 }
 
