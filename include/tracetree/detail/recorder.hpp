@@ -426,8 +426,9 @@ public:
         begin(*arena, &site, site.info.load(std::memory_order_acquire));
     }
     // TRACETREE_SCOPE_DYNAMIC: the name is computed only when recording is on. A name seen on this
-    // thread is found in its table: no allocation, no call, the fields in registers as above. A new
-    // one goes to the runtime, which interns it (or drops the call, over a budget) and adds it.
+    // thread is found in its table: no allocation, no call into the runtime, the fields in registers
+    // as above. A new one goes to the runtime, which interns it (or drops the call, over a budget)
+    // and adds it.
     template <class MakeName>
     TRACETREE_DETAIL_INLINE Scope(Site& site, MakeName&& make_name) : parent_(nullptr), arena_(nullptr), start_(0), uncaught_(0), slow_(0) {
         Arena* arena = tls_arena();
@@ -516,7 +517,7 @@ private:
     }
 
     // The entry of a name seen on this thread; null: not seen. Called, not inlined: as fast (the call
-    // is not on the chain from the name to its node), and each call site keeps a third of the code.
+    // is not on the chain from the name to its node), and a quarter less code at each call site.
     TRACETREE_DETAIL_NOINLINE static DynamicEntry* find_name(const Arena& arena, const SiteInfo* origin, NameRef name) noexcept {
         const NameKey key = name_key(name.data, name.size, reinterpret_cast<std::uintptr_t>(origin));
         for (std::uint32_t slot = static_cast<std::uint32_t>(key.hash) & arena.dynamic_mask;; slot = (slot + 1) & arena.dynamic_mask) {
