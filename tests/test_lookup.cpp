@@ -361,6 +361,51 @@ TEST_CASE("a run-time name counts on its own node under each parent, from each c
     }
 }
 
+namespace {
+// The entries in the calling thread's table of run-time names (detail::Arena::dynamic).
+std::size_t names_in_table() {
+    const tracetree::detail::Arena* arena = tracetree::detail::tls_arena();
+    std::size_t entries = 0;
+    for (std::uint32_t slot = 0; slot <= arena->dynamic_mask; ++slot) entries += arena->dynamic[slot].info != nullptr ? 1 : 0;
+    return entries;
+}
+}  // namespace
+
+TEST_CASE("a run-time name seen before is found in the table, wherever the probe placed it: one entry per name and site") {
+    // 1,500 names and sites, through several doublings of the table: many share a home slot and sit
+    // further on. Seen again, in another order, every one must be found (no entry added) and counted.
+    constexpr int kNames = 1000;
+    std::vector<std::string> names;
+    for (int i = 0; i < kNames; ++i) names.push_back("GET /api/items/" + std::to_string(i));
+    std::vector<std::uint64_t> calls_a(kNames, 0), calls_b(kNames, 0);
+    std::vector<int> order = ascending(kNames);
+    std::vector<std::size_t> entries;
+    std::mt19937 random(31);
+    const auto thread = recorded_by("lookup-table", [&] {
+        for (int pass = 0; pass < 3; ++pass) {
+            std::shuffle(order.begin(), order.end(), random);
+            for (const int i : order) {
+                const auto n = static_cast<std::size_t>(i);
+                named_a(names[n]), ++calls_a[n];
+                if (i % 2 == 0) named_b(names[n]), ++calls_b[n];
+            }
+            entries.push_back(names_in_table());
+        }
+    });
+    CHECK(entries == std::vector<std::size_t>(3, kNames + kNames / 2));
+    REQUIRE(thread.roots.size() == kNames + kNames / 2);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        INFO("name ", names[i]);
+        const tracetree::Node* a = child_at(thread.roots, names[i], kLineA);
+        REQUIRE(a != nullptr);
+        CHECK(a->count == calls_a[i]);
+        if (i % 2 != 0) continue;
+        const tracetree::Node* b = child_at(thread.roots, names[i], kLineB);
+        REQUIRE(b != nullptr);
+        CHECK(b->count == calls_b[i]);
+    }
+}
+
 TEST_CASE("a run-time name counts in a watched invocation's trace and in the profile, in and out of it") {
     Sites watched_root("watched root", 1), plain_root("plain root", 1);
     const std::string hot = "GET /hot", cold = "GET /cold";

@@ -142,66 +142,62 @@ inline constexpr std::uint8_t kSlow = 4;       // test clock or timeline: every 
 inline constexpr std::uint8_t kValuesOfNode = 1;  // Arena::values bits
 inline constexpr std::uint8_t kValuesOfAll = 2;
 
-// A run-time name's hash, and its first kHeadWords * 8 bytes as words (zero past its end): computed in
-// one pass over the name, by the caller and by the table alike, so that comparing them is exact.
+// A run-time name's hash, and its first kHeadWords * 8 bytes as words (zero past its end), by the
+// caller and by the table alike. What a call waits for between its two clock reads is the chain from
+// the name's bytes to its node (the processor runs little of the next call ahead of it), so the hash
+// is short: the words combined, one multiplication.
 struct NameKey {
     static constexpr std::uint32_t kHeadWords = 3;
     std::uint64_t hash;
     std::uint64_t head[kHeadWords];
 };
+inline std::uint64_t load_word(const char* data) noexcept {
+    std::uint64_t word;
+    __builtin_memcpy(&word, data, 8);
+    return word;
+}
+inline std::uint64_t rotate_left(std::uint64_t word, unsigned int bits) noexcept { return (word << bits) | (word >> (64 - bits)); }
 inline NameKey name_key(const char* data, std::size_t size, std::uint64_t seed) noexcept {
-    NameKey key{seed ^ (size * 0x9E3779B97F4A7C15u), {0, 0, 0}};
-    std::uint32_t words = 0;
-    for (; size >= 8; data += 8, size -= 8, ++words) {
-        std::uint64_t word;
-        __builtin_memcpy(&word, data, 8);
-        if (words < NameKey::kHeadWords) key.head[words] = word;
-        key.hash = (key.hash ^ word) * 0xBF58476D1CE4E5B9u;
-        key.hash ^= key.hash >> 31;
-    }
+    // The last partial word from the word that ends the name: no branch on its length (names of 16
+    // and 17 bytes picked at random would mispredict one); byte by byte in a name under 8 bytes.
+    const std::size_t words = size / 8, rest = size % 8;
     std::uint64_t tail = 0;
-    for (std::size_t i = 0; i < size; ++i) tail |= std::uint64_t{static_cast<unsigned char>(data[i])} << (8 * i);
-    if (words < NameKey::kHeadWords) key.head[words] = tail;
-    key.hash = (key.hash ^ tail) * 0x94D049BB133111EBu;
-    key.hash ^= key.hash >> 29;
+    if (words != 0) tail = (load_word(data + size - 8) >> 1) >> (63 - 8 * rest);
+    else for (std::size_t i = 0; i < rest; ++i) tail |= std::uint64_t{static_cast<unsigned char>(data[i])} << (8 * i);
+    NameKey key{seed ^ (size * 0x9E3779B97F4A7C15u), {0, 0, 0}};
+    for (std::size_t i = 0; i < NameKey::kHeadWords; ++i) {  // each word at a fixed index: the key stays in registers
+        key.head[i] = i < words ? load_word(data + 8 * i) : i == words ? tail : 0;
+        key.hash ^= rotate_left(key.head[i], 21 * static_cast<unsigned int>(i) + 1);
+    }
+    for (std::size_t i = NameKey::kHeadWords; i <= words; ++i)  // past the head: chained
+        key.hash = rotate_left(key.hash, 23) ^ ((i < words ? load_word(data + 8 * i) : tail) * 0xBF58476D1CE4E5B9u);
+    // The product's upper bits, which every bit of the words reaches, as the slot's.
+    key.hash = __builtin_bswap64(key.hash * 0x94D049BB133111EBu);
     return key;
 }
 
-// A run-time name seen on this thread: one cache line holds what tells it from every other name.
-// The name's head is compared here, not at `info` (one cache miss fewer, two when the name is short).
+// A run-time name seen on this thread, in the thread's table (open addressing on the name's hash, at
+// most half full), with the node it had the last time: `child` under `parent` in the thread's own
+// tree (indices and nodes there never move). One cache line, found from the hash alone: a call
+// waits for one load after the hash for both the comparison and the node.
 struct alignas(64) DynamicEntry {
-    const SiteInfo* info = nullptr;
+    static constexpr std::uint32_t kNoParent = ~std::uint32_t{0};
+    const SiteInfo* info = nullptr;    // null: an empty slot
     const SiteInfo* origin = nullptr;  // the macro's call site
-    std::uint64_t hash = 0;
     std::uint32_t size = 0;
+    std::uint32_t parent = kNoParent;
+    std::uint32_t child = 0;
+    NodeRecord* node = nullptr;
     std::uint64_t head[NameKey::kHeadWords] = {};
 
     bool same(const SiteInfo* origin_, const char* name, std::uint32_t size_, const NameKey& key) const noexcept {
         constexpr std::uint32_t kHeadBytes = 8 * NameKey::kHeadWords;
-        if (hash != key.hash || size != size_ || origin != origin_ || head[0] != key.head[0] || head[1] != key.head[1] ||
-            head[2] != key.head[2])
+        if (size != size_ || origin != origin_ || head[0] != key.head[0] || head[1] != key.head[1] || head[2] != key.head[2])
             return false;
         return size <= kHeadBytes || __builtin_memcmp(info->name + kHeadBytes, name + kHeadBytes, size - kHeadBytes) == 0;
     }
 };
 static_assert(sizeof(DynamicEntry) == 64, "a run-time name's entry is one cache line");
-
-// The names' index: open addressing on their hashes, eight slots to a cache line, so that a call
-// reads the one entry whose hash matches its name's.
-struct DynamicSlot {
-    std::uint32_t tag = 0;    // the hash's upper half
-    std::uint32_t entry = 0;  // 1 + the entry's index; 0: an empty slot
-};
-
-// By entry, the node a name had the last time: `child` under `parent`, in the thread's own tree
-// (indices there never change). Kept apart from the entries, eight bytes a name, so that it stays in
-// the cache and the node is fetched at once: only the comparison waits for the entry, and the
-// processor runs ahead of it on the prediction that the name is the one found.
-struct DynamicLink {
-    static constexpr std::uint32_t kNoParent = ~std::uint32_t{0};
-    std::uint32_t parent = kNoParent;
-    std::uint32_t child = 0;
-};
 
 // The arena's current index while a deferred capture waits (the guard is current): no node's.
 inline constexpr std::uint32_t kDeferredIndex = 0xFFFFFFFEu;
@@ -242,11 +238,9 @@ struct Arena {
     std::atomic<std::uint64_t> epoch_word{0};  // WatchWord::make(session epoch, 0)
     const unsigned int* uncaught = nullptr;  // this thread's count of exceptions in flight
     Recorder* recorder = nullptr;
-    // Run-time names seen on this thread.
-    const DynamicSlot* dynamic_slots = nullptr;
-    std::uint32_t dynamic_mask = 0;
+    // Run-time names seen on this thread: a table of dynamic_mask + 1 entries.
     DynamicEntry* dynamic = nullptr;
-    DynamicLink* dynamic_links = nullptr;
+    std::uint32_t dynamic_mask = 0;
     bool main_tree = false;  // recording into the thread's own tree, not a capture's
     std::atomic<std::uint32_t> max_name_length{0};  // set_limits() changes it while the owner records
     // TRACETREE_THROW's site, read by the runtime's throw hook.
@@ -312,21 +306,20 @@ struct Arena {
         return node;
     }
 
-    // The node of run-time name number `name`: the one it had the last time, when the parent is the
-    // same and the tree the thread's own; else as enter() finds it, remembered for next time.
-    TRACETREE_DETAIL_INLINE NodeRecord* enter(std::uint32_t name, const SiteInfo* info, NodeRecord*& parent) noexcept {
-        DynamicLink& link = dynamic_links[name];
-        if (link.parent == cur_index && main_tree && depth < depth_limit.load(std::memory_order_relaxed)) {
+    // The node of a run-time name: the one it had the last time, when the parent is the same and the
+    // tree the thread's own; else as enter() finds it, remembered for next time.
+    TRACETREE_DETAIL_INLINE NodeRecord* enter(DynamicEntry& name, NodeRecord*& parent) noexcept {
+        if (name.parent == cur_index && main_tree && depth < depth_limit.load(std::memory_order_relaxed)) {
+            ++depth;  // first, apart from cur_index: else g++ packs the two stores through a vector register
             parent = cur;
-            cur_index = link.child;
-            cur = at(cur_index);
-            ++depth;
+            cur_index = name.child;
+            cur = name.node;
             return cur;
         }
-        NodeRecord* node = enter(nullptr, info, parent);
+        NodeRecord* node = enter(nullptr, name.info, parent);
         // A node of the thread's tree (not the overflow); its parent read from it, as the arena may have
         // moved on the way (a deferred capture that started, or was given up).
-        if (node != nullptr && main_tree && node == at(cur_index)) link = DynamicLink{node->parent, cur_index};
+        if (node != nullptr && main_tree && node == at(cur_index)) name.parent = node->parent, name.child = cur_index, name.node = node;
         return node;
     }
 
@@ -449,9 +442,12 @@ public:
         if (arena == nullptr && (arena = join_thread()) == nullptr) return;
         begin(*arena, &site, site.info.load(std::memory_order_acquire));
     }
-    // TRACETREE_SCOPE_DYNAMIC: the name is computed only when recording is on.
+    // TRACETREE_SCOPE_DYNAMIC: the name is computed only when recording is on. A name seen on this
+    // thread is found in its table: no allocation, no call into the runtime, the fields in registers
+    // as above. A new one goes to the runtime, which interns it (or drops the call, over a budget)
+    // and adds it.
     template <class MakeName>
-    Scope(Site& site, MakeName&& make_name) {
+    TRACETREE_DETAIL_INLINE Scope(Site& site, MakeName&& make_name) : parent_(nullptr), arena_(nullptr), start_(0), uncaught_(0), slow_(0) {
         Arena* arena = tls_arena();
         if (arena == nullptr && (arena = join_thread()) == nullptr) return;
         if ((arena->flags.load(std::memory_order_relaxed) & kRecording) == 0) return;
@@ -460,7 +456,14 @@ public:
         if (ref.data == nullptr) ref.data = "";  // a null `const char*`, an empty view: the empty name
         const std::uint32_t max_length = arena->max_name_length.load(std::memory_order_relaxed);
         if (ref.size > max_length) ref.size = max_length;  // as the recorder keeps it
-        begin_dynamic(*arena, site, ref);
+        const SiteInfo* origin = site.info.load(std::memory_order_acquire);
+        if (DynamicEntry* entry = find_name(*arena, origin, ref)) {
+            begin(*arena, nullptr, entry->info, entry);
+            return;
+        }
+        Scope filled;
+        begin_new_name(filled, *arena, site, ref);
+        take(filled);
     }
     TRACETREE_DETAIL_INLINE ~Scope() {
         if (node_ == nullptr) return;
@@ -520,13 +523,12 @@ private:
 
     // Unwatched sites go straight to the tree: with sessions running, a site decided for this epoch
     // and watched by none costs a load and a compare, not a match.
-    static constexpr std::uint32_t kNoName = ~std::uint32_t{0};
-    TRACETREE_DETAIL_INLINE void begin(Arena& arena, Site* site, const SiteInfo* info, std::uint32_t name = kNoName) noexcept {
+    TRACETREE_DETAIL_INLINE void begin(Arena& arena, Site* site, const SiteInfo* info, DynamicEntry* name = nullptr) noexcept {
         const std::uint8_t flags = arena.flags.load(std::memory_order_relaxed);
         if (flags == kRecording ||
             (flags == (kRecording | kSessions) &&
              info->watch.load(std::memory_order_relaxed) == arena.epoch_word.load(std::memory_order_relaxed))) {
-            node_ = name != kNoName ? arena.enter(name, info, parent_) : arena.enter(site, info, parent_);
+            node_ = name != nullptr ? arena.enter(*name, parent_) : arena.enter(site, info, parent_);
             if (node_ == nullptr) return;
             arena_ = &arena;
             slow_ = 0;
@@ -535,7 +537,7 @@ private:
             return;
         }
         if ((flags & kRecording) == 0) return;
-        if (name == kNoName && flags == (kRecording | kSessions) && arena.defers(info)) return begin_deferred(arena, site, info);
+        if (name == nullptr && flags == (kRecording | kSessions) && arena.defers(info)) return begin_deferred(arena, site, info);
         Scope filled;
         arena.recorder->begin(filled, arena, site, info);
         take(filled);
@@ -571,26 +573,19 @@ private:
         return entered;
     }
 
-    // A name seen on this thread is found in its table: no allocation, no call. A new one goes to the
-    // runtime, which interns it (or drops the call, over a budget) and adds it to the table.
-    void begin_dynamic(Arena& arena, Site& site, NameRef name) noexcept {
-        const SiteInfo* origin = site.info.load(std::memory_order_acquire);
+    // The entry of a name seen on this thread; null: not seen. Called, not inlined: as fast (the call
+    // is not on the chain from the name to its node), and a quarter less code at each call site.
+    TRACETREE_DETAIL_NOINLINE static DynamicEntry* find_name(const Arena& arena, const SiteInfo* origin, NameRef name) noexcept {
         const NameKey key = name_key(name.data, name.size, reinterpret_cast<std::uintptr_t>(origin));
-        const auto size = static_cast<std::uint32_t>(name.size);
-        const auto tag = static_cast<std::uint32_t>(key.hash >> 32);
-        for (std::uint32_t slot = static_cast<std::uint32_t>(key.hash) & arena.dynamic_mask;;
-             slot = (slot + 1) & arena.dynamic_mask) {
-            const DynamicSlot found = arena.dynamic_slots[slot];
-            if (found.entry == 0) break;
-            if (found.tag != tag) continue;
-            const DynamicEntry& entry = arena.dynamic[found.entry - 1];
-            if (entry.same(origin, name.data, size, key)) {
-                begin(arena, nullptr, entry.info, found.entry - 1);
-                return;
-            }
+        for (std::uint32_t slot = static_cast<std::uint32_t>(key.hash) & arena.dynamic_mask;; slot = (slot + 1) & arena.dynamic_mask) {
+            DynamicEntry& entry = arena.dynamic[slot];
+            if (entry.info == nullptr) return nullptr;
+            if (entry.same(origin, name.data, static_cast<std::uint32_t>(name.size), key)) return &entry;
         }
+    }
+    TRACETREE_DETAIL_COLD static void begin_new_name(Scope& filled, Arena& arena, Site& site, NameRef name) noexcept {
         if (const SiteInfo* info = arena.recorder->dynamic_site(arena, site, name.data, name.size))
-            begin(arena, nullptr, info);
+            filled.begin(arena, nullptr, info);
     }
 };
 

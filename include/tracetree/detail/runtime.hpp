@@ -61,7 +61,7 @@ public:
             arena.recorder = this;
             arena.state = state.get();
             arena.uncaught = uncaught_counter();
-            arena.dynamic_slots = &kNoDynamicSlot;
+            arena.dynamic = &kNoDynamicEntry;
             arena.guard = &state->deferred();
             state->current = state->main.get();
             state->point_at(*state->main, 0);
@@ -372,7 +372,7 @@ public:
     }
 
 private:
-    static inline const DynamicSlot kNoDynamicSlot{};  // the index of a thread with no run-time name
+    static inline DynamicEntry kNoDynamicEntry{};  // the table of a thread with no run-time name: one empty slot, never written
 
     NodeRecord* find_or_add(Arena& arena, Site* site, const SiteInfo* info) noexcept {
         ThreadState& state = ThreadState::of(arena);

@@ -201,44 +201,38 @@ public:
     // ---- run-time names ----
 
     void remember_dynamic(const SiteInfo* site) noexcept {
-        // No more names than the thread has nodes: the table (170 bytes a name at most, entries and
-        // slots grown by doubling) stays within three times the tree's memory, which max_total_nodes
+        // No more names than the thread has nodes: the table (at most half full, grown by doubling:
+        // 256 bytes a name at most) stays within four times the tree's memory, which max_total_nodes
         // bounds; the rest are looked up each time.
-        const auto count = static_cast<std::uint32_t>(dynamic_.size());
-        if (count >= main->nodes()) return;
-        const NameKey key = name_key(site->name, site->name_size, reinterpret_cast<std::uintptr_t>(site->origin));
-        const auto place = [](std::vector<DynamicSlot>& slots, std::uint64_t hash, std::uint32_t entry) {
-            const auto mask = static_cast<std::uint32_t>(slots.size() - 1);
-            std::uint32_t slot = static_cast<std::uint32_t>(hash) & mask;
-            while (slots[slot].entry != 0) slot = (slot + 1) & mask;
-            slots[slot] = DynamicSlot{static_cast<std::uint32_t>(hash >> 32), entry + 1};
+        if (dynamic_count_ >= main->nodes()) return;
+        const auto place = [](std::vector<DynamicEntry>& table, const DynamicEntry& entry) {
+            const auto mask = static_cast<std::uint32_t>(table.size() - 1);
+            const NameKey key = name_key(entry.info->name, entry.size, reinterpret_cast<std::uintptr_t>(entry.origin));
+            std::uint32_t slot = static_cast<std::uint32_t>(key.hash) & mask;
+            while (table[slot].info != nullptr) slot = (slot + 1) & mask;
+            table[slot] = entry;
         };
         try {
-            // Grown here, where a failure only loses this name: the appends below cannot throw.
-            if (count == dynamic_.capacity()) dynamic_.reserve(count == 0 ? 64 : 2 * std::size_t{count});
-            if (count == dynamic_links_.capacity()) dynamic_links_.reserve(dynamic_.capacity());
-            if (4 * (count + 1) > 3 * dynamic_slots_.size()) {  // at most 3/4 full
-                std::vector<DynamicSlot> bigger(dynamic_slots_.empty() ? 64 : 2 * dynamic_slots_.size());
-                for (std::uint32_t i = 0; i < count; ++i) place(bigger, dynamic_[i].hash, i);
-                dynamic_slots_.swap(bigger);
+            // Grown here, where a failure only loses this name.
+            if (2 * (dynamic_count_ + 1) > dynamic_.size()) {
+                std::vector<DynamicEntry> bigger(dynamic_.empty() ? 64 : 2 * dynamic_.size());
+                for (const DynamicEntry& entry : dynamic_)
+                    if (entry.info != nullptr) place(bigger, entry);
+                dynamic_.swap(bigger);
             }
-        } catch (...) {  // out of memory: this name is looked up each time; the arrays that grew have moved
-            arena.dynamic = dynamic_.data();
-            arena.dynamic_links = dynamic_links_.data();
+        } catch (...) {  // out of memory: this name is looked up each time
             return;
         }
-        DynamicEntry& entry = dynamic_.emplace_back();
-        dynamic_links_.emplace_back();
+        DynamicEntry entry;
         entry.info = site;
         entry.origin = site->origin;
-        entry.hash = key.hash;
         entry.size = site->name_size;
+        const NameKey key = name_key(site->name, site->name_size, reinterpret_cast<std::uintptr_t>(site->origin));
         std::copy(std::begin(key.head), std::end(key.head), std::begin(entry.head));
-        place(dynamic_slots_, key.hash, count);
-        arena.dynamic_slots = dynamic_slots_.data();
-        arena.dynamic_mask = static_cast<std::uint32_t>(dynamic_slots_.size() - 1);
+        place(dynamic_, entry);
+        ++dynamic_count_;
         arena.dynamic = dynamic_.data();
-        arena.dynamic_links = dynamic_links_.data();
+        arena.dynamic_mask = static_cast<std::uint32_t>(dynamic_.size() - 1);
     }
 
     // ---- sessions: captures and frames ----
@@ -484,10 +478,9 @@ private:
     std::uint32_t sessions_epoch_ = 0;
     SessionSlots sessions_;
     std::vector<std::unique_ptr<Tree>> spare_trees_;  // capture trees, kept with their nodes for reuse
-    // Run-time names seen on this thread, in the order first seen (Arena::dynamic*).
-    std::vector<DynamicSlot> dynamic_slots_;
+    // Run-time names seen on this thread: the table Arena::dynamic points at.
     std::vector<DynamicEntry> dynamic_;
-    std::vector<DynamicLink> dynamic_links_;
+    std::uint32_t dynamic_count_ = 0;
 };
 
 }  // namespace detail
