@@ -232,6 +232,8 @@ struct Arena {
     NodeRecord* cur = nullptr;  // the innermost open scope's node (the root at depth 0; the runtime's guard while a capture waits)
     std::uint32_t cur_index = 0;
     std::uint32_t depth = 0;
+    NodeRecord* last = nullptr;  // the node left last, in this tree (else the current one); at last_index
+    std::uint32_t last_index = 0;
     // The nesting limit; 0 sends every scope to the runtime (a reset is pending, a scope past the node
     // limit is open, or the thread has exited) without a check of its own on the fast path.
     std::atomic<std::uint32_t> depth_limit{0};
@@ -259,37 +261,28 @@ struct Arena {
 
     // The hot path: the node for `site` under the current node, made current, and in `parent` the node
     // it was entered under, which leave() goes back to without looking it up; null: not recorded.
-    // Tried in turn: the node made right after the current one (a call nested in one that was new),
-    // the child entered last (calls that repeat), the node made after that one (leaves called in
-    // order), that one's next sibling, one probe of the tree's child index. The first and the third
-    // need no load for their address: a load chained to the last scope's (the current node, its hint,
-    // the chunk) costs more on Intel than the instructions. The node after is read only inside its
-    // chunk (a chunk of 257 would cost a larger size class in most allocators); the runtime's guard
-    // node is followed by an empty one.
+    // Tried inline: the node made right after the current one (a call nested in one that was new),
+    // the node made right after the one left last (leaves called in order), the child entered last
+    // (calls that repeat). The first two need no load for their address: a load chained to the
+    // last scope's (the current node, its hint, the chunk) costs more on Intel than the
+    // instructions. A node after another is read only inside its chunk (a chunk of 257 would cost a
+    // larger size class in most allocators); the runtime's guard node is followed by an empty one.
+    // Everything else is one call out of line, shared by every site (enter_slowly).
     TRACETREE_DETAIL_INLINE NodeRecord* enter(Site* site, const SiteInfo* info, NodeRecord*& parent) noexcept {
-        if (depth >= depth_limit.load(std::memory_order_relaxed)) return parent_of(enter_limited(site, info), parent);
-        ++depth;  // here, not beside cur_index: g++ would pack the two stores through a vector register
-        parent = cur;
+        if (depth >= depth_limit.load(std::memory_order_relaxed)) return enter_elsewhere(site, info, parent);
         std::uint32_t index = cur_index + 1;
-        NodeRecord* node = cur + 1;  // read unless `cur` ends its chunk
+        NodeRecord* node = cur + 1;
         if ((index & kChunkMask) == 0 || node->site != info || node->parent != cur_index) {
-            index = cur->hint;
-            node = at(index);
-            if (node->site != info) {
-                if ((index & kChunkMask) != kChunkMask && node[1].site == info && node[1].parent == cur_index) {
-                    ++index, ++node;
-                } else {
-                    index = node->next_sibling;
-                    node = at(index);
-                    if (node->site != info) {
-                        index = find(cur_index, info);
-                        if (index == 0) return --depth, parent_of(add(site, info), parent);
-                        node = at(index);
-                    }
-                }
-                cur->hint = index;
+            index = last_index + 1;
+            node = last + 1;
+            if ((index & kChunkMask) == 0 || node->site != info || node->parent != cur_index) {
+                index = cur->hint;
+                node = at(index);
+                if (node->site != info) return enter_elsewhere(site, info, parent);
             }
         }
+        ++depth;
+        parent = cur;
         cur = node;
         cur_index = index;
         return node;
@@ -322,19 +315,47 @@ struct Arena {
         if (elapsed < node->min.load(std::memory_order_relaxed)) node->min.store(elapsed, std::memory_order_relaxed);
         if (elapsed > node->max.load(std::memory_order_relaxed)) node->max.store(elapsed, std::memory_order_relaxed);
         if (threw) bump_saturating(node->throws);
+        last = node;
+        last_index = cur_index;  // the node's: a scope ends here only as the innermost one
         cur_index = node->parent;
         cur = parent;
     }
 
-    // The slow paths' forms: the parent looked up in the tree the arena records into now (a node the
-    // runtime made may sit in another tree than the one it was asked under: a capture's).
-    NodeRecord* parent_of(NodeRecord* node, NodeRecord*& parent) const noexcept {
-        parent = node != nullptr ? at(node->parent) : nullptr;
-        return node;
+    // The rest of enter(): the depth limit, the ring of siblings from the hint, the tree's child index,
+    // a new node. The node and its parent come back in registers: through a reference to the scope's
+    // field, the compiler would keep every scope's fields in memory.
+    struct Entered {
+        NodeRecord* node;
+        NodeRecord* parent;
+    };
+    TRACETREE_DETAIL_INLINE NodeRecord* enter_elsewhere(Site* site, const SiteInfo* info, NodeRecord*& parent) noexcept {
+        const Entered entered = enter_slowly(site, info);
+        parent = entered.parent;
+        return entered.node;
     }
+    __attribute__((noinline)) Entered enter_slowly(Site* site, const SiteInfo* info) noexcept {
+        if (depth >= depth_limit.load(std::memory_order_relaxed)) return entered_at(enter_limited(site, info));
+        std::uint32_t index = cur->hint;
+        if ((index & kChunkMask) != kChunkMask && at(index)[1].site == info && at(index)[1].parent == cur_index) ++index;
+        else if (at(index = at(index)->next_sibling)->site != info && (index = find(cur_index, info)) == 0)
+            return entered_at(add(site, info));
+        NodeRecord* const parent = cur;
+        ++depth;
+        cur->hint = index;
+        cur = at(index);
+        cur_index = index;
+        return {cur, parent};
+    }
+    // A node the runtime made: its parent looked up in the tree the arena records into now (it may sit
+    // in another tree than the one it was asked under: a capture's).
+    Entered entered_at(NodeRecord* node) const noexcept { return {node, node != nullptr ? at(node->parent) : nullptr}; }
+
     void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
         leave(node, at(node->parent), elapsed, *uncaught > uncaught_at_entry);
+        forget_last();  // the arena may have been elsewhere than at the node (a deferred capture's guard)
     }
+    // The node left last, for the next enter(): the current one, after the arena moved by other means.
+    void forget_last() noexcept { last = cur, last_index = cur_index; }
 
     std::uint32_t find(std::uint32_t parent, const SiteInfo* info) const noexcept {
         return find_child(chunks, slots, slot_mask, parent, info);

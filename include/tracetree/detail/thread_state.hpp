@@ -144,6 +144,7 @@ public:
         arena.slot_mask = tree.slot_mask();
         arena.cur = tree.at(index);
         arena.cur_index = index;
+        arena.forget_last();
     }
 
     // The node of `info` under the current one, made current; null when not recorded.
