@@ -37,6 +37,7 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define TRACETREE_DETAIL_INLINE __attribute__((always_inline)) inline  // the fast path stays in the caller
 #define TRACETREE_DETAIL_COLD __attribute__((noinline, cold))         // slow paths stay out of it
+#define TRACETREE_DETAIL_NOINLINE __attribute__((noinline))              // one copy shared by every call site
 #define TRACETREE_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
 // Per-copy state (copies meet only through their anchors): hidden, so that g++ does not make it
 // STB_GNU_UNIQUE, which would keep a plugin that records mapped after dlclose.
@@ -45,6 +46,7 @@
 #define TRACETREE_DETAIL_LOCAL
 #define TRACETREE_DETAIL_INLINE inline
 #define TRACETREE_DETAIL_COLD
+#define TRACETREE_DETAIL_NOINLINE
 #define TRACETREE_DETAIL_LIKELY(x) (x)
 #endif
 

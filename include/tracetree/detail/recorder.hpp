@@ -307,7 +307,7 @@ struct Arena {
     }
 
     // Apart from the counters, nothing waits for the clock: the caller reads the exception count
-    // before it. Depth first, as in enter().
+    // before it. Depth first: beside cur_index, g++ packs the two stores through a vector register.
     TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, NodeRecord* parent, std::uint64_t elapsed, bool threw) noexcept {
         --depth;
         bump(node->count);
@@ -321,9 +321,9 @@ struct Arena {
         cur = parent;
     }
 
-    // The rest of enter(): the depth limit, the ring of siblings from the hint, the tree's child index,
-    // a new node. The node and its parent come back in registers: through a reference to the scope's
-    // field, the compiler would keep every scope's fields in memory.
+    // The rest of enter(), out of line: the tree's child index, and the runtime for a new node or past
+    // the depth limit. The node and its parent come back in registers: through a reference to the
+    // scope's field, the compiler would keep every scope's fields in memory.
     struct Entered {
         NodeRecord* node;
         NodeRecord* parent;
@@ -333,18 +333,18 @@ struct Arena {
         parent = entered.parent;
         return entered.node;
     }
-    __attribute__((noinline)) Entered enter_slowly(Site* site, const SiteInfo* info) noexcept {
-        if (depth >= depth_limit.load(std::memory_order_relaxed)) return entered_at(enter_limited(site, info));
-        std::uint32_t index = cur->hint;
-        if ((index & kChunkMask) != kChunkMask && at(index)[1].site == info && at(index)[1].parent == cur_index) ++index;
-        else if (at(index = at(index)->next_sibling)->site != info && (index = find(cur_index, info)) == 0)
-            return entered_at(add(site, info));
+    TRACETREE_DETAIL_NOINLINE Entered enter_slowly(Site* site, const SiteInfo* info) noexcept {
+        const std::uint32_t index = depth < depth_limit.load(std::memory_order_relaxed) ? find(cur_index, info) : 0;
+        if (index == 0) return enter_new(site, info);
         NodeRecord* const parent = cur;
         ++depth;
         cur->hint = index;
         cur = at(index);
         cur_index = index;
         return {cur, parent};
+    }
+    TRACETREE_DETAIL_COLD Entered enter_new(Site* site, const SiteInfo* info) noexcept {
+        return entered_at(depth >= depth_limit.load(std::memory_order_relaxed) ? enter_limited(site, info) : add(site, info));
     }
     // A node the runtime made: its parent looked up in the tree the arena records into now (it may sit
     // in another tree than the one it was asked under: a capture's).
