@@ -110,8 +110,8 @@ struct Site {
 struct NodeRecord {
     const SiteInfo* site = nullptr;  // null for the root
     std::uint32_t parent = 0;
-    std::uint32_t next_sibling = 0;  // owner only: siblings form a ring in order of creation
-    std::uint32_t last_child = 0;    // owner only: the newest child; its next_sibling is the oldest
+    std::uint32_t index = 0;         // its own: Arena::enter takes the node after it only inside its chunk
+    std::uint32_t last_child = 0;    // owner only: the newest child
     std::uint32_t hint = 0;          // owner only: the child entered last, tried first
     std::atomic<std::uint32_t> throws{0};
     std::atomic<std::uint32_t> dropped{0};  // calls below not recorded: depth or node limit
@@ -232,8 +232,7 @@ struct Arena {
     NodeRecord* cur = nullptr;  // the innermost open scope's node (the root at depth 0; the runtime's guard while a capture waits)
     std::uint32_t cur_index = 0;
     std::uint32_t depth = 0;
-    NodeRecord* last = nullptr;  // the node left last, in this tree (else the current one); at last_index
-    std::uint32_t last_index = 0;
+    NodeRecord* last = nullptr;  // the node left last, in this tree (else the current one)
     // The nesting limit; 0 sends every scope to the runtime (a reset is pending, a scope past the node
     // limit is open, or the thread has exited) without a check of its own on the fast path.
     std::atomic<std::uint32_t> depth_limit{0};
@@ -273,7 +272,7 @@ struct Arena {
         std::uint32_t index = cur_index + 1;
         NodeRecord* node = cur + 1;
         if ((index & kChunkMask) == 0 || node->site != info || node->parent != cur_index) {
-            index = last_index + 1;
+            index = last->index + 1;
             node = last + 1;
             if ((index & kChunkMask) == 0 || node->site != info || node->parent != cur_index) {
                 index = cur->hint;
@@ -316,7 +315,6 @@ struct Arena {
         if (elapsed > node->max.load(std::memory_order_relaxed)) node->max.store(elapsed, std::memory_order_relaxed);
         if (threw) bump_saturating(node->throws);
         last = node;
-        last_index = cur_index;  // the node's: a scope ends here only as the innermost one
         cur_index = node->parent;
         cur = parent;
     }
@@ -352,10 +350,9 @@ struct Arena {
 
     void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
         leave(node, at(node->parent), elapsed, *uncaught > uncaught_at_entry);
-        forget_last();  // the arena may have been elsewhere than at the node (a deferred capture's guard)
     }
-    // The node left last, for the next enter(): the current one, after the arena moved by other means.
-    void forget_last() noexcept { last = cur, last_index = cur_index; }
+    // The node left last, for the next enter(): the current one, when the arena moves to another tree.
+    void forget_last() noexcept { last = cur; }
 
     std::uint32_t find(std::uint32_t parent, const SiteInfo* info) const noexcept {
         return find_child(chunks, slots, slot_mask, parent, info);

@@ -81,7 +81,6 @@ public:
         if (state.in_overflow.load()) {  // that scope has ended
             state.in_overflow.store(false);
             state.restore_depth_limit();
-            arena.forget_last();  // not the overflow node: its neighbour is no node of the tree
         }
         state.apply_pending_reset();
         if (arena.depth >= state.max_depth.load(std::memory_order_relaxed)) {
