@@ -103,6 +103,7 @@ std::vector<Case> scope_cases() {
         {"scope that creates its node (a new 11,111-node tree)", "new-node", kernel_new_nodes, 1, 10},
         {"enabled scope, two threads recording at once (one timed)", "two-threads", kernel_two_threads, kScopes, 1, "enabled"},
         {"recursive fib(20), a scope on every call (21,891)", "fib", kernel_fib, kScopes},
+        {"a parent calling 1 call site", "siblings-1-in-order", siblings<1, false>, kScopes},
         {"a parent calling 2 call sites, in order", "siblings-2-in-order", siblings<2, false>, kScopes},
         {"20 call sites, in order", "siblings-20-in-order", siblings<20, false>, kScopes},
         {"200 call sites, in order", "siblings-200-in-order", siblings<200, false>, kScopes},

@@ -63,7 +63,7 @@ template <std::size_t K, bool Shuffled>
 }
 
 // The 4 x 2 cases: their sibling calls so far, per sibling node.
-constexpr std::array<int, 4> kCounts = {2, 20, 200, 1000};
+constexpr std::array<int, 5> kCounts = {1, 2, 20, 200, 1000};
 std::uint64_t g_calls[kCounts.size()][2] = {};
 
 std::size_t case_of(int count) {
@@ -98,6 +98,7 @@ std::uint64_t sibling_calls(int count, bool shuffled) {
 
 std::uint64_t run_siblings(int count, bool shuffled, std::uint64_t n, Timer& timer) {
     switch (count) {
+    case 1: return run<1, false>(n, timer);
     case 2: return shuffled ? run<2, true>(n, timer) : run<2, false>(n, timer);
     case 20: return shuffled ? run<20, true>(n, timer) : run<20, false>(n, timer);
     case 200: return shuffled ? run<200, true>(n, timer) : run<200, false>(n, timer);

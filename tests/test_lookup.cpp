@@ -188,6 +188,47 @@ TEST_CASE("the node made after the current one, or after the child entered last,
     CHECK(child_named(after_hint.roots, "made after 2")->count == 1);
 }
 
+TEST_CASE("the node after the one left last is taken after a scope the runtime ended, and after a capture") {
+    Sites sites("left last ", 4);  // 0: the parent, 1: a leaf traced below its min cost, 2: the next leaf, 3: in 2
+    const auto call_all = [&](bool inside_next) {
+        const tracetree::detail::Scope parent(sites[0]);
+        { const tracetree::detail::Scope traced(sites[1]); }
+        const tracetree::detail::Scope next(sites[2]);
+        if (inside_next) const tracetree::detail::Scope inside(sites[3]);
+    };
+    const auto thread = recorded_by("lookup-left-last", [&] {
+        call_all(false);  // the nodes side by side: 0, 1, 2
+        {
+            // Site 1 ends in the runtime, its capture given up (nothing under it), and site 2 is found
+            // after it, its first child made: under site 2's node, not elsewhere.
+            tracetree::TraceSession below(tracetree::TraceRequest("left last 1").min_cost(std::chrono::hours(1)));
+            call_all(true);
+            // Then a capture delivered (site 2 under site 1 this time, as a trace's root), and the
+            // same calls again back in the thread's tree.
+            tracetree::TraceSession traced(tracetree::TraceRequest("left last 1"));
+            {
+                const tracetree::detail::Scope parent(sites[0]);
+                const tracetree::detail::Scope root(sites[1]);
+                const tracetree::detail::Scope under(sites[2]);
+            }
+            call_all(true);
+            CHECK(traced.collect(std::chrono::seconds(0)).size() == 1);
+        }
+        call_all(true);
+    });
+    REQUIRE(thread.roots.size() == 1);
+    const tracetree::Node& parent = thread.roots[0];
+    CHECK(parent.count == 5);
+    check_counts(parent.children, sites, {0, 5, 4, 0});
+    const tracetree::Node* next = child_named(parent.children, "left last 2");
+    REQUIRE(next != nullptr);
+    check_counts(next->children, sites, {0, 0, 0, 3});
+    const tracetree::Node* traced = child_named(parent.children, "left last 1");
+    REQUIRE(traced != nullptr);
+    check_counts(traced->children, sites, {0, 0, 1, 0});
+    CHECK(thread.dropped_nodes == 0);
+}
+
 TEST_CASE("under the node limit the sites that fit count exactly and every other call is a counted drop") {
     const tracetree::Limits saved = tracetree::limits();
     tracetree::Limits small = saved;

@@ -110,8 +110,8 @@ struct Site {
 struct NodeRecord {
     const SiteInfo* site = nullptr;  // null for the root
     std::uint32_t parent = 0;
-    std::uint32_t next_sibling = 0;  // owner only: siblings form a ring in order of creation
-    std::uint32_t last_child = 0;    // owner only: the newest child; its next_sibling is the oldest
+    std::uint32_t index = 0;         // its own: Arena::enter takes the node after it only inside its chunk
+    std::uint32_t last_child = 0;    // owner only: the newest child
     std::uint32_t hint = 0;          // owner only: the child entered last, tried first
     std::atomic<std::uint32_t> throws{0};
     std::atomic<std::uint32_t> dropped{0};  // calls below not recorded: depth or node limit
@@ -231,6 +231,7 @@ struct Arena {
     NodeRecord* cur = nullptr;  // the innermost open scope's node (the root at depth 0; the runtime's guard while a capture waits)
     std::uint32_t cur_index = 0;
     std::uint32_t depth = 0;
+    NodeRecord* last = nullptr;  // the node left last, in this tree (else the current one)
     // The nesting limit; 0 sends every scope to the runtime (a reset is pending, a scope past the node
     // limit is open, or the thread has exited) without a check of its own on the fast path.
     std::atomic<std::uint32_t> depth_limit{0};
@@ -270,37 +271,28 @@ struct Arena {
 
     // The hot path: the node for `site` under the current node, made current, and in `parent` the node
     // it was entered under, which leave() goes back to without looking it up; null: not recorded.
-    // Tried in turn: the node made right after the current one (a call nested in one that was new),
-    // the child entered last (calls that repeat), the node made after that one (leaves called in
-    // order), that one's next sibling, one probe of the tree's child index. The first and the third
-    // need no load for their address: a load chained to the last scope's (the current node, its hint,
-    // the chunk) costs more on Intel than the instructions. The node after is read only inside its
-    // chunk (a chunk of 257 would cost a larger size class in most allocators); the runtime's guard
-    // node is followed by an empty one.
+    // Tried inline: the node made right after the current one (a call nested in one that was new),
+    // the node made right after the one left last (leaves called in order), the child entered last
+    // (calls that repeat). The first two need no load for their address: a load chained to the
+    // last scope's (the current node, its hint, the chunk) costs more on Intel than the
+    // instructions. A node after another is read only inside its chunk (a chunk of 257 would cost a
+    // larger size class in most allocators); the runtime's guard node is followed by an empty one.
+    // Everything else is one call out of line, shared by every site (enter_slowly).
     TRACETREE_DETAIL_INLINE NodeRecord* enter(Site* site, const SiteInfo* info, NodeRecord*& parent) noexcept {
-        if (depth >= depth_limit.load(std::memory_order_relaxed)) return parent_of(enter_limited(site, info), parent);
-        ++depth;  // here, not beside cur_index: g++ would pack the two stores through a vector register
-        parent = cur;
+        if (depth >= depth_limit.load(std::memory_order_relaxed)) return enter_elsewhere(site, info, parent);
         std::uint32_t index = cur_index + 1;
-        NodeRecord* node = cur + 1;  // read unless `cur` ends its chunk
+        NodeRecord* node = cur + 1;
         if ((index & kChunkMask) == 0 || node->site != info || node->parent != cur_index) {
-            index = cur->hint;
-            node = at(index);
-            if (node->site != info) {
-                if ((index & kChunkMask) != kChunkMask && node[1].site == info && node[1].parent == cur_index) {
-                    ++index, ++node;
-                } else {
-                    index = node->next_sibling;
-                    node = at(index);
-                    if (node->site != info) {
-                        index = find(cur_index, info);
-                        if (index == 0) return --depth, parent_of(add(site, info), parent);
-                        node = at(index);
-                    }
-                }
-                cur->hint = index;
+            index = last->index + 1;
+            node = last + 1;
+            if ((index & kChunkMask) == 0 || node->site != info || node->parent != cur_index) {
+                index = cur->hint;
+                node = at(index);
+                if (node->site != info) return enter_elsewhere(site, info, parent);
             }
         }
+        ++depth;
+        parent = cur;
         cur = node;
         cur_index = index;
         return node;
@@ -324,7 +316,7 @@ struct Arena {
     }
 
     // Apart from the counters, nothing waits for the clock: the caller reads the exception count
-    // before it. Depth first, as in enter().
+    // before it. Depth first: beside cur_index, g++ packs the two stores through a vector register.
     TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, NodeRecord* parent, std::uint64_t elapsed, bool threw) noexcept {
         --depth;
         bump(node->count);
@@ -332,19 +324,45 @@ struct Arena {
         if (elapsed < node->min.load(std::memory_order_relaxed)) node->min.store(elapsed, std::memory_order_relaxed);
         if (elapsed > node->max.load(std::memory_order_relaxed)) node->max.store(elapsed, std::memory_order_relaxed);
         if (threw) bump_saturating(node->throws);
+        last = node;
         cur_index = node->parent;
         cur = parent;
     }
 
-    // The slow paths' forms: the parent looked up in the tree the arena records into now (a node the
-    // runtime made may sit in another tree than the one it was asked under: a capture's).
-    NodeRecord* parent_of(NodeRecord* node, NodeRecord*& parent) const noexcept {
-        parent = node != nullptr ? at(node->parent) : nullptr;
-        return node;
+    // The rest of enter(), out of line: the tree's child index, and the runtime for a new node or past
+    // the depth limit. The node and its parent come back in registers: through a reference to the
+    // scope's field, the compiler would keep every scope's fields in memory.
+    struct Entered {
+        NodeRecord* node;
+        NodeRecord* parent;
+    };
+    TRACETREE_DETAIL_INLINE NodeRecord* enter_elsewhere(Site* site, const SiteInfo* info, NodeRecord*& parent) noexcept {
+        const Entered entered = enter_slowly(site, info);
+        parent = entered.parent;
+        return entered.node;
     }
+    TRACETREE_DETAIL_NOINLINE Entered enter_slowly(Site* site, const SiteInfo* info) noexcept {
+        const std::uint32_t index = depth < depth_limit.load(std::memory_order_relaxed) ? find(cur_index, info) : 0;
+        if (index == 0) return enter_new(site, info);
+        NodeRecord* const parent = cur;
+        ++depth;
+        cur->hint = index;
+        cur = at(index);
+        cur_index = index;
+        return {cur, parent};
+    }
+    TRACETREE_DETAIL_COLD Entered enter_new(Site* site, const SiteInfo* info) noexcept {
+        return entered_at(depth >= depth_limit.load(std::memory_order_relaxed) ? enter_limited(site, info) : add(site, info));
+    }
+    // A node the runtime made: its parent looked up in the tree the arena records into now (it may sit
+    // in another tree than the one it was asked under: a capture's).
+    Entered entered_at(NodeRecord* node) const noexcept { return {node, node != nullptr ? at(node->parent) : nullptr}; }
+
     void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
         leave(node, at(node->parent), elapsed, *uncaught > uncaught_at_entry);
     }
+    // The node left last, for the next enter(): the current one, when the arena moves to another tree.
+    void forget_last() noexcept { last = cur; }
 
     std::uint32_t find(std::uint32_t parent, const SiteInfo* info) const noexcept {
         return find_child(chunks, slots, slot_mask, parent, info);
@@ -548,12 +566,8 @@ private:
     // overflow (a node of no site, recorded as a plain scope), the guard made current, so that the
     // first thing recorded under the scope reaches the runtime and starts the capture. Out of line:
     // the lookup is not copied into every scope's code a second time.
-    struct Entered {
-        NodeRecord* node;
-        NodeRecord* parent;
-    };
     TRACETREE_DETAIL_INLINE void begin_deferred(Arena& arena, Site* site, const SiteInfo* info) noexcept {
-        const Entered entered = enter_deferred(arena, site, info);
+        const Arena::Entered entered = enter_deferred(arena, site, info);
         node_ = entered.node;
         if (node_ == nullptr) return;
         parent_ = entered.parent;
@@ -562,8 +576,8 @@ private:
         uncaught_ = *arena.uncaught;
         start_ = ticks();
     }
-    TRACETREE_DETAIL_COLD static Entered enter_deferred(Arena& arena, Site* site, const SiteInfo* info) noexcept {
-        Entered entered{nullptr, nullptr};
+    TRACETREE_DETAIL_COLD static Arena::Entered enter_deferred(Arena& arena, Site* site, const SiteInfo* info) noexcept {
+        Arena::Entered entered{nullptr, nullptr};
         entered.node = arena.enter(site, info, entered.parent);
         if (entered.node != nullptr && entered.node->site == info) {
             arena.guard->parent = arena.cur_index;

@@ -80,11 +80,14 @@ public:
     // reads it leaves it to that reader to free.
     std::shared_ptr<Tree> main;
     Tree* current = nullptr;     // main, or the innermost capture's tree
-    NodeRecord overflow;         // entered by a scope past the node limit: what it calls is dropped with it
+    // Entered by a scope past the node limit: what it calls is dropped with it. Like the guard below,
+    // followed by a node that matches nothing: Arena::enter reads the node after the current one
+    // and after the one left last.
+    NodeRecord overflow;
     // The arena's current node while a watched scope's capture is deferred (begin()): no call site
     // matches it and its index is no node's, so the first scope, throw or drop under that scope
     // reaches the runtime, which starts the capture first. `parent` is the scope's node's index.
-    // The second stays empty: Arena::enter reads the node after the current one.
+    // The second stays empty.
     NodeRecord deferred_[2];
     NodeRecord& deferred() noexcept { return deferred_[0]; }
     const NodeRecord& deferred() const noexcept { return deferred_[0]; }
@@ -143,6 +146,7 @@ public:
         arena.slot_mask = tree.slot_mask();
         arena.cur = tree.at(index);
         arena.cur_index = index;
+        arena.forget_last();
     }
 
     // The node of `info` under the current one, made current; null when not recorded.

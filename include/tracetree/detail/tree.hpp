@@ -137,12 +137,7 @@ public:
         NodeRecord* node = at(index);
         node->site = site;
         node->parent = parent_index;
-        if (parent->last_child == 0) {
-            node->next_sibling = index;
-        } else {  // after the newest in the ring, before the oldest
-            node->next_sibling = at(parent->last_child)->next_sibling;
-            at(parent->last_child)->next_sibling = index;
-        }
+        node->index = index;
         parent->last_child = index;
         insert_slot(index);
         size_.store(index + 1, std::memory_order_release);
