@@ -229,6 +229,33 @@ TEST_CASE("the node after the one left last is taken after a scope the runtime e
     CHECK(thread.dropped_nodes == 0);
 }
 
+TEST_CASE("after a capture the node left last is the current one, not a node of the capture's tree") {
+    Sites sites("after capture ", 3);  // 0: the parent, 1: traced, 2: called in 1 and right after it
+    std::vector<tracetree::Trace> traces;
+    const auto thread = recorded_by("lookup-after-capture", [&] {
+        tracetree::TraceSession traced(tracetree::TraceRequest("after capture 1").limit(3));
+        for (int i = 0; i < 3; ++i) {
+            const tracetree::detail::Scope parent(sites[0]);
+            {
+                const tracetree::detail::Scope root(sites[1]);
+                const tracetree::detail::Scope inside(sites[2]);
+            }
+            // Entered right after the capture ended, with no scope left in between: in the capture's
+            // tree, the node after its last one is site 2's, its parent index the same as the parent's.
+            const tracetree::detail::Scope after(sites[2]);
+        }
+        traces = traced.collect(std::chrono::seconds(0));
+    });
+    REQUIRE(traces.size() == 3);
+    for (const tracetree::Trace& trace : traces) {
+        CHECK(trace.root.count == 1);
+        REQUIRE(trace.root.children.size() == 1);
+        CHECK(trace.root.children[0].count == 1);
+    }
+    REQUIRE(thread.roots.size() == 1);
+    check_counts(thread.roots[0].children, sites, {0, 3, 3});
+}
+
 TEST_CASE("under the node limit the sites that fit count exactly and every other call is a counted drop") {
     const tracetree::Limits saved = tracetree::limits();
     tracetree::Limits small = saved;

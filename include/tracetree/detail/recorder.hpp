@@ -112,7 +112,7 @@ struct NodeRecord {
     std::uint32_t parent = 0;
     std::uint32_t index = 0;         // its own: Arena::enter takes the node after it only inside its chunk
     std::uint32_t last_child = 0;    // owner only: the newest child
-    std::uint32_t hint = 0;          // owner only: the child entered last, tried first
+    std::uint32_t hint = 0;          // owner only: the child last found through the child index
     std::atomic<std::uint32_t> throws{0};
     std::atomic<std::uint32_t> dropped{0};  // calls below not recorded: depth or node limit
     std::atomic<std::uint64_t> count{0};
@@ -154,6 +154,9 @@ struct NameKey {
 inline std::uint64_t load_word(const char* data) noexcept {
     std::uint64_t word;
     __builtin_memcpy(&word, data, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    word = __builtin_bswap64(word);  // the first byte lowest, as the tail's shifts and the short names' loop take it
+#endif
     return word;
 }
 inline std::uint64_t rotate_left(std::uint64_t word, unsigned int bits) noexcept { return (word << bits) | (word >> (64 - bits)); }
@@ -231,7 +234,7 @@ struct Arena {
     NodeRecord* cur = nullptr;  // the innermost open scope's node (the root at depth 0; the runtime's guard while a capture waits)
     std::uint32_t cur_index = 0;
     std::uint32_t depth = 0;
-    NodeRecord* last = nullptr;  // the node left last, in this tree (else the current one)
+    NodeRecord* last = nullptr;  // the node left last (or the current one, or the runtime's overflow node)
     // The nesting limit; 0 sends every scope to the runtime (a reset is pending, a scope past the node
     // limit is open, or the thread has exited) without a check of its own on the fast path.
     std::atomic<std::uint32_t> depth_limit{0};
@@ -272,8 +275,8 @@ struct Arena {
     // The hot path: the node for `site` under the current node, made current, and in `parent` the node
     // it was entered under, which leave() goes back to without looking it up; null: not recorded.
     // Tried inline: the node made right after the current one (a call nested in one that was new),
-    // the node made right after the one left last (leaves called in order), the child entered last
-    // (calls that repeat). The first two need no load for their address: a load chained to the
+    // the node made right after the one left last (leaves called in order), the hint (a child found
+    // before through the child index: calls that repeat). The first two need no load for their address: a load chained to the
     // last scope's (the current node, its hint, the chunk) costs more on Intel than the
     // instructions. A node after another is read only inside its chunk (a chunk of 257 would cost a
     // larger size class in most allocators); the runtime's guard node is followed by an empty one.
@@ -564,8 +567,8 @@ private:
     // What the runtime's begin() does for a site watched only by trace captures it may defer, in the
     // state it decided that in (Arena::defer_site): the node entered and, unless it is the node limit's
     // overflow (a node of no site, recorded as a plain scope), the guard made current, so that the
-    // first thing recorded under the scope reaches the runtime and starts the capture. Out of line:
-    // the lookup is not copied into every scope's code a second time.
+    // first thing recorded under the scope reaches the runtime and starts the capture. The lookup is
+    // out of line (enter_deferred), not copied into every scope's code a second time.
     TRACETREE_DETAIL_INLINE void begin_deferred(Arena& arena, Site* site, const SiteInfo* info) noexcept {
         const Arena::Entered entered = enter_deferred(arena, site, info);
         node_ = entered.node;
