@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <mutex>
 #include <string>
+#include <thread>
 
 // What AddressSanitizer changes: clang's links its own __cxa_throw first (no throw nodes:
 // throws_seen() is false, and only then), and its allocator takes no lock around fork() (a child forked
@@ -59,6 +60,20 @@ inline const tracetree::ThreadProfile* find_thread(const tracetree::Profile& pro
     for (const auto& thread : profile.threads)
         if (thread.thread_name == name) return &thread;
     return nullptr;
+}
+
+// Runs `body` on a new thread named `name` (a fresh tree) and returns what that thread recorded,
+// read before it ends.
+template <class Body>
+tracetree::ThreadProfile recorded_by(const std::string& name, Body body) {
+    tracetree::ThreadProfile recorded;
+    std::thread([&] {
+        tracetree::set_thread_name(name);
+        body();
+        const tracetree::Profile profile = tracetree::profile();
+        if (const tracetree::ThreadProfile* thread = find_thread(profile, name)) recorded = *thread;
+    }).join();
+    return recorded;
 }
 
 inline const tracetree::Node* find_child(const tracetree::Node& node, const std::string& name) {

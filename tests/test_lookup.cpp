@@ -21,6 +21,7 @@
 #include <pthread.h>
 
 using test::find_thread;
+using test::recorded_by;
 
 namespace {
 
@@ -35,19 +36,6 @@ struct Sites {
     }
     tracetree::detail::Site& operator[](int i) { return sites[static_cast<std::size_t>(i)]; }
 };
-
-// Runs `body` on a new thread named `name` and returns what that thread recorded.
-template <class Body>
-tracetree::ThreadProfile recorded_by(const std::string& name, Body body) {
-    tracetree::ThreadProfile recorded;
-    std::thread([&] {
-        tracetree::set_thread_name(name);
-        body();
-        const tracetree::Profile profile = tracetree::profile();
-        if (const tracetree::ThreadProfile* thread = find_thread(profile, name)) recorded = *thread;
-    }).join();
-    return recorded;
-}
 
 const tracetree::Node* child_named(const std::vector<tracetree::Node>& nodes, const std::string& name) {
     for (const tracetree::Node& node : nodes)

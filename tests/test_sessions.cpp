@@ -578,19 +578,6 @@ bool armed_for(tracetree::detail::Site& site) {
     return tracetree::detail::runtime().this_thread()->arena.defer_site == site.info.load();
 }
 
-// Runs `body` on a new thread named `name`; that thread's profile.
-template <class Body>
-tracetree::ThreadProfile on_thread(const std::string& name, Body body) {
-    tracetree::ThreadProfile recorded;
-    std::thread([&] {
-        tracetree::set_thread_name(name);
-        body();
-        const tracetree::Profile profile = tracetree::profile();
-        if (const tracetree::ThreadProfile* thread = find_thread(profile, name)) recorded = *thread;
-    }).join();
-    return recorded;
-}
-
 // Spins on the clock for `duration` inside the current scope.
 void spin(std::chrono::nanoseconds duration) {
     const auto until = std::chrono::steady_clock::now() + duration;
@@ -609,7 +596,7 @@ TEST_CASE("a scope deferred by Scope starts its capture at whatever comes under 
     const auto leaf = [&] {  // left by Scope: the next one is deferred by Scope too
         const Scope scope(root);
     };
-    const tracetree::ThreadProfile thread = header_deferral::on_thread("hd-shapes", [&] {
+    const tracetree::ThreadProfile thread = ::test::recorded_by("hd-shapes", [&] {
         leaf();  // the runtime defers this one, and lets Scope defer the next ones
         leaf();
         tracetree::reset();  // applied by the next scope, which Scope still defers
@@ -699,7 +686,7 @@ TEST_CASE("scopes deferred by Scope, then by the runtime: every call counted onc
     tracetree::detail::Site& child = sites[1];
     TraceSession session(request("hd.counted", 1h, 0));
     bool armed = false;
-    const tracetree::ThreadProfile thread = header_deferral::on_thread("hd-counted", [&] {
+    const tracetree::ThreadProfile thread = ::test::recorded_by("hd-counted", [&] {
         for (int i = 0; i < 3; ++i) {
             const Scope scope(root);
         }
@@ -757,7 +744,7 @@ TEST_CASE("Scope defers only the site the runtime decided for, in the epoch it d
     deferred::NamedSites sites({"hd.a", "hd.b", "hd.c", "hd.e"}, "hd.unused ", 0);
     std::uint64_t b_captured = 0, c_captured = 0, started_captured = 0, stopped_captured = 0, slow_captured = 0;
     std::vector<bool> armed;
-    const tracetree::ThreadProfile thread = header_deferral::on_thread("hd-which", [&] {
+    const tracetree::ThreadProfile thread = ::test::recorded_by("hd-which", [&] {
         {  // another site, watched by a session that wants every call: not left by Scope as a's are
             TraceSession a(request("hd.a", 1h, 0));
             TraceSession b(request("hd.b", 0ms, 0));
@@ -884,7 +871,7 @@ TEST_CASE("a scope deferred by Scope that reaches its min_cost is delivered, wit
     std::vector<tracetree::Trace> traces;
     std::uint64_t limited = 0;
     bool armed = false;
-    header_deferral::on_thread("hd-slow", [&] {
+    ::test::recorded_by("hd-slow", [&] {
         TraceSession session(request("hd.slow", 5ms, 0));
         {
             const Scope scope(sites[0]);  // a leaf: delivered only if it took 5 ms (never mind)
@@ -933,7 +920,7 @@ TEST_CASE("a site deferred inside another site's capture is decided again outsid
     deferred::NamedSites sites({"hd.outer", "hd.inner", "hd.inner child"}, "hd.unused ", 0);
     std::vector<tracetree::Trace> traces;
     std::uint64_t inner_captured = 0;
-    const tracetree::ThreadProfile thread = header_deferral::on_thread("hd-depth", [&] {
+    const tracetree::ThreadProfile thread = ::test::recorded_by("hd-depth", [&] {
         TraceSession outer(request("hd.outer", 0ms, 0));
         TraceSession inner(request("hd.inner", 1h, 0));
         for (int i = 0; i < 3; ++i) {
