@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>  // a forked child's exporters: their condition variables made anew
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>  // pthread_atfork: exporters in a forked child
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -126,15 +128,12 @@ public:
 
 private:
     struct State;
-    std::shared_ptr<State> state_;
-    std::thread sender_;
     struct Mark {
         std::chrono::system_clock::time_point start;
         std::uint32_t thread_id = 0;
         Nanos cost{};
     };
-    std::mutex drain_mutex_;
-    std::map<const FlightRecorder*, Mark> drained_;
+    std::shared_ptr<State> state_;
 };
 
 // ---- the HTTP client: plain HTTP/1.1 POST, what the exporter uses (public for outgoing calls) -------------
@@ -713,9 +712,27 @@ inline std::uint64_t rejected_spans(std::string_view body) {
 }  // namespace otlp
 }  // namespace detail
 
-struct OtlpExporter::State {
+// A forked child has only the thread that called fork(): every exporter's locks are taken around
+// it, and in the child an exporter starts afresh with its options, without the parent's queue (the
+// parent sends it) and with no sender until its first trace starts one of its own.
+struct OtlpExporter::State : std::enable_shared_from_this<State> {
+    State() {
+        static const bool handlers = pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child) == 0;
+        (void)handlers;
+        std::lock_guard<std::mutex> lock(alive().mutex);
+        alive().states.push_back(this);
+    }
+    ~State() {
+        std::lock_guard<std::mutex> lock(alive().mutex);
+        alive().states.erase(std::find(alive().states.begin(), alive().states.end(), this));
+    }
+
     OtlpOptions options;
     HttpEndpoint endpoint;
+    std::thread sender;
+    bool sender_lost = false;  // in a forked child, until a trace starts a sender
+    std::mutex drain_mutex;    // taken before `mutex`
+    std::map<const FlightRecorder*, Mark> drained;
     mutable std::mutex mutex;
     std::condition_variable wake;     // the sender: work, a flush, a stop
     std::condition_variable settled;  // flush(): more was answered
@@ -738,9 +755,59 @@ struct OtlpExporter::State {
             }
             queue.push_back(std::move(trace));
             ++accepted;
+            if (sender_lost) start_sender();
             if (queue.size() < options.max_batch_traces) return;
         }
         wake.notify_one();
+    }
+
+    void start_sender() noexcept {  // the mutex is held, or no other thread has the state yet
+        try {
+            sender = std::thread([self = shared_from_this()] { self->run(); });
+            sender_lost = false;
+        } catch (...) {  // no thread left: what is queued waits for the next trace to try again
+        }
+    }
+
+    struct Alive {
+        std::mutex mutex;
+        std::vector<State*> states;
+    };
+    static Alive& alive() {
+        static Alive* const states = new Alive();  // never destroyed: a fork may come during exit
+        return *states;
+    }
+    static void before_fork() noexcept {
+        alive().mutex.lock();
+        for (State* state : alive().states) {
+            state->drain_mutex.lock();
+            state->mutex.lock();
+        }
+    }
+    static void after_fork_in_parent() noexcept {
+        for (State* state : alive().states) {
+            state->mutex.unlock();
+            state->drain_mutex.unlock();
+        }
+        alive().mutex.unlock();
+    }
+    static void after_fork_in_child() noexcept {
+        for (State* state : alive().states) {
+            // The parent's sender is not in this process: forgotten, never joined or detached (its
+            // memory is the C library's again). Nobody waits on the condition variables here: made
+            // anew, not destroyed (that would wait for the parent's waiters).
+            new (&state->sender) std::thread();
+            state->sender_lost = !state->stopping;
+            state->queue.clear();
+            state->accepted = state->answered = state->flush_target = 0;
+            state->stats = OtlpStats{};
+            state->drained.clear();
+            new (&state->wake) std::condition_variable();
+            new (&state->settled) std::condition_variable();
+            state->mutex.unlock();
+            state->drain_mutex.unlock();
+        }
+        alive().mutex.unlock();
     }
 
     bool work_ready() const {
@@ -867,7 +934,7 @@ inline OtlpExporter::OtlpExporter(OtlpOptions options) : state_(std::make_shared
     positive(options.max_backoff >= options.initial_backoff, "max_backoff - initial_backoff");
     state_->options = std::move(options);
     state_->endpoint = *endpoint;
-    sender_ = std::thread([state = state_] { state->run(); });
+    state_->sender = std::thread([state = state_] { state->run(); });
 }
 
 inline OtlpExporter::~OtlpExporter() {
@@ -877,7 +944,7 @@ inline OtlpExporter::~OtlpExporter() {
         state_->stop_deadline = detail::otlp::Clock::now() + state_->options.timeout;
     }
     state_->wake.notify_all();
-    sender_.join();
+    if (state_->sender.joinable()) state_->sender.join();  // none in a forked child that queued nothing
 }
 
 inline void OtlpExporter::add(Trace trace) { state_->add(std::move(trace)); }
@@ -888,10 +955,10 @@ inline std::function<void(const Trace&)> OtlpExporter::on_trace() {
 
 inline std::size_t OtlpExporter::drain(const FlightRecorder& recorder) {
     std::vector<Trace> recent = recorder.recent();
-    std::lock_guard<std::mutex> lock(drain_mutex_);
+    std::lock_guard<std::mutex> lock(state_->drain_mutex);
     std::size_t first_new = 0;
-    const auto seen = drained_.find(&recorder);
-    if (seen != drained_.end()) {
+    const auto seen = state_->drained.find(&recorder);
+    if (seen != state_->drained.end()) {
         const Mark& mark = seen->second;
         for (std::size_t i = recent.size(); i-- > 0;) {
             if (recent[i].start == mark.start && recent[i].thread_id == mark.thread_id && recent[i].root.total == mark.cost) {
@@ -902,13 +969,14 @@ inline std::size_t OtlpExporter::drain(const FlightRecorder& recorder) {
     }
     if (recent.empty() || first_new == recent.size()) return 0;
     const Trace& newest = recent.back();
-    drained_[&recorder] = Mark{newest.start, newest.thread_id, newest.root.total};
+    state_->drained[&recorder] = Mark{newest.start, newest.thread_id, newest.root.total};
     for (std::size_t i = first_new; i < recent.size(); ++i) add(std::move(recent[i]));
     return recent.size() - first_new;
 }
 
 inline bool OtlpExporter::flush(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(state_->mutex);
+    if (state_->sender_lost && !state_->queue.empty()) state_->start_sender();
     const std::uint64_t target = state_->accepted;
     state_->flush_target = std::max(state_->flush_target, target);
     state_->wake.notify_all();

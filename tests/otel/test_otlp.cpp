@@ -9,6 +9,7 @@
 
 #include "loopback.hpp"
 #include "samples.hpp"
+#include "../fork_child.hpp"
 
 #include <doctest/doctest.h>
 
@@ -24,6 +25,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -547,3 +549,45 @@ TEST_CASE("exporter: live captures through on_trace and a drained flight recorde
     CHECK(all.find("\"parentSpanId\":\"b7ad6b7169203331\"") != std::string::npos);
     CHECK(all.find("{\"key\":\"tracetree.count\",\"value\":{\"intValue\":\"3\"}}") != std::string::npos);
 }
+
+TEST_CASE("exporter: a forked child exports its own traces and its exporter ends, whatever the sender was doing" *
+          doctest::skip(fork_child::kWithThreadsUnsafe)) {
+    // Issue 42: a fork while the sender held the exporter's lock, or a child's destructor joining a
+    // sender that only the parent has, hung the child. A child's exporter starts afresh: the parent's
+    // queue stays the parent's, and the child's first trace starts a sender of its own.
+    Receiver receiver;
+    tracetree::OtlpOptions options = fast(receiver);
+    options.max_batch_traces = 1;  // the sender wakes for every trace: it often holds the lock
+    options.max_queued_traces = 16;
+    std::optional<tracetree::OtlpExporter> exporter(std::in_place, options);
+    std::atomic<bool> stop{false};
+    std::thread adding([&] {
+        while (!stop.load()) exporter->add(slow_call());
+    });
+    int failures = 0, deadlocks = 0;
+    for (int i = 0; i < 50 && deadlocks == 0; ++i) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            int code = 0;
+            if (i % 2 == 0) {  // half the children export; the others only end their exporter
+                exporter->add(slow_call());
+                if (!exporter->flush(10s)) code = 2;
+                else if (exporter->stats().traces_exported != 1) code = 3;  // the child's own trace alone
+            }
+            exporter.reset();
+            _exit(code);
+        }
+        const int code = fork_child::exit_status(pid);
+        if (code == 128 + SIGALRM) ++deadlocks;
+        else if (code != 0) {
+            ++failures;
+            MESSAGE("child " << i << " exited with " << code);
+        }
+    }
+    stop = true;
+    adding.join();
+    CHECK(failures == 0);
+    CHECK(deadlocks == 0);
+    CHECK(exporter->flush(10s));  // the parent's exporter works on
+}
+

@@ -1,54 +1,34 @@
 // Faults: exceptions through every kind of scope (including next to throwing destructors and inside
 // destructors run by unwinding), throwing trace callbacks, callbacks racing stop(), and fork().
 #include "stress.hpp"
+#include "../fork_child.hpp"
 
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <csignal>
-#include <sys/wait.h>
 #include <unistd.h>
-
-#if defined(__SANITIZE_ADDRESS__)
-#define STRESS_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STRESS_ASAN 1
-#endif
-#endif
 
 namespace stress {
 
-// ASan's allocator (LLVM 14, GCC 12) takes no lock around fork(): a child forked while another thread
-// is inside malloc can wait for ever on the allocator's own lock, whatever tracetree does. The fork
-// tests with other threads running are skipped there; they run in plain, UBSan and TSan builds.
-#ifdef STRESS_ASAN
-constexpr bool kForkWithThreadsUnsafe = true;
-#else
-constexpr bool kForkWithThreadsUnsafe = false;
-#endif
+using fork_child::exit_status;
+constexpr bool kForkWithThreadsUnsafe = fork_child::kWithThreadsUnsafe;
 
 // ---- fork, first: this must run before any thread of the process has recorded ----------------
 
-// Runs `child` in a forked child and returns its exit status; a child still running after 20 s is
-// killed by its own alarm (SIGALRM), which is reported as a failure (a deadlock), not as a timing.
+// Runs `child` in a forked child and returns its exit status (exit_status()).
 template <class F>
 int in_child(F child) {
     const pid_t pid = fork();
-    if (pid == 0) {
-        alarm(20);
-        _exit(child());
-    }
-    REQUIRE(pid > 0);
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return WEXITSTATUS(status);
+    if (pid == 0) _exit(child());
+    return exit_status(pid);
 }
 
 TEST_CASE("fork while a thread that never recorded takes snapshots: the child never deadlocks" *
@@ -379,6 +359,138 @@ TEST_CASE("fork while another thread starts sessions that a listener is told of:
     stop = true;
     sessions.join();
     tracetree::detail::runtime().unlisten(slow_listener, nullptr);
+    CHECK(failures == 0);
+    CHECK(deadlocks == 0);
+}
+
+// Issue 42: a fork while other threads delivered to sessions, handed work off or resumed a coroutine
+// gave the child a lock that nobody would release (a session's, a Gather's, a coroutine place's), and
+// a session's stop() in the child waited for a callback that was running in the parent.
+namespace fork_sessions {
+
+void spin(std::chrono::microseconds length) {  // a callback that is often running when the fork comes
+    const auto until = std::chrono::steady_clock::now() + length;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+}
+
+struct Sessions {
+    std::atomic<std::uint64_t> called{0};
+    tracetree::TraceSession traced{tracetree::TraceRequest("busy-traced").limit(0).on_trace([this](const tracetree::Trace&) {
+        called.fetch_add(1);
+        spin(std::chrono::microseconds(20));
+    })};
+    tracetree::TraceSession handed{tracetree::TraceRequest("busy-handoff").limit(0)};
+    tracetree::StackSession stacks{tracetree::StackRequest("busy-leaf").limit(0)};
+    tracetree::WatchSession watches{tracetree::WatchRequest("busy-leaf").limit(0)};
+    tracetree::Monitor monitor{tracetree::MonitorRequest("busy-*").interval(std::chrono::milliseconds(1))};
+    tracetree::FlightRecorder recorder{tracetree::RecorderRequest("busy-traced").keep(4)};
+};
+
+// In the child: what the parent's threads held is free, and each session kind works on.
+int child_after_fork(Sessions& sessions, tracetree::Coroutine& place) {
+    {
+        tracetree::Resumed on(place);  // a place another thread of the parent resumes all the time
+        TRACETREE_CO_SCOPE("child-co");
+    }
+    {
+        TRACETREE_SCOPE("busy-traced");
+        TRACETREE_SCOPE("busy-leaf");
+        TRACETREE_WATCH("in", 1);
+    }
+    if (sessions.recorder.recent().empty()) return 10;  // the child's own capture, at least
+    sessions.stacks.collect(std::chrono::seconds(0));
+    sessions.watches.collect(std::chrono::seconds(0));
+    sessions.traced.stop();  // waits for callbacks that run in this process only
+    sessions.monitor.stop();
+    return child_records_and_reads();
+}
+
+}  // namespace fork_sessions
+
+TEST_CASE("fork while every kind of session runs and threads hand work off: no child hangs, each records and renders" *
+          doctest::skip(kForkWithThreadsUnsafe)) {
+    using namespace fork_sessions;
+    tracetree::reset();
+    Sessions sessions;
+    tracetree::Coroutine place;
+    std::atomic<bool> stop{false};
+    std::mutex tasks_mutex;
+    std::condition_variable tasks_ready;
+    std::vector<tracetree::Here> tasks;
+    std::vector<std::thread> busy;
+    for (int i = 0; i < 2; ++i)
+        busy.emplace_back([&] {  // captures delivered to a callback, a queue and the flight recorder
+            while (!stop.load()) {
+                TRACETREE_SCOPE("busy-traced");
+                TRACETREE_SCOPE("busy-leaf");
+                TRACETREE_WATCH("at", 1);
+            }
+        });
+    busy.emplace_back([&] {  // a traced request that hands work off: the capture's Gather
+        while (!stop.load()) {
+            TRACETREE_SCOPE("busy-handoff");
+            std::lock_guard<std::mutex> lock(tasks_mutex);
+            if (tasks.size() < 64) tasks.push_back(tracetree::here());
+            tasks_ready.notify_one();
+        }
+    });
+    busy.emplace_back([&] {  // the worker: each Continue's end takes its Gather's lock
+        std::unique_lock<std::mutex> lock(tasks_mutex);
+        while (!stop.load()) {
+            tasks_ready.wait_for(lock, std::chrono::milliseconds(1), [&] { return !tasks.empty(); });
+            std::vector<tracetree::Here> taken = std::move(tasks);
+            tasks.clear();
+            lock.unlock();
+            for (const tracetree::Here& here : taken) {
+                tracetree::Continue on(here);
+                TRACETREE_SCOPE("busy-task");
+            }
+            lock.lock();
+        }
+    });
+    busy.emplace_back([&] {  // the coroutine place's lock, at each resumption and co-scope
+        while (!stop.load()) {
+            tracetree::Resumed on(place);
+            TRACETREE_CO_SCOPE("busy-co");
+        }
+    });
+    busy.emplace_back([&] {  // what the sessions queue, taken as a reader would
+        while (!stop.load()) {
+            sessions.handed.collect(std::chrono::seconds(0));
+            sessions.stacks.collect(std::chrono::seconds(0));
+            sessions.watches.collect(std::chrono::seconds(0));
+            sessions.monitor.next();
+        }
+    });
+    while (sessions.called.load() < 10 || sessions.recorder.recorded() < 10) {  // every thread is at work
+    }
+    int failures = 0, deadlocks = 0;
+    constexpr int kForks = 200;
+    for (int i = 0; i < kForks && deadlocks == 0; ++i) {
+        pid_t pid = -1;
+        {
+            // The fork comes inside a captured scope that handed work off: in the child, its end
+            // delivers to the sessions and takes the Gather's lock that the worker takes in the parent.
+            TRACETREE_SCOPE("busy-traced");
+            TRACETREE_SCOPE("busy-handoff");
+            {
+                std::lock_guard<std::mutex> lock(tasks_mutex);
+                if (tasks.size() < 64) tasks.push_back(tracetree::here());
+            }
+            tasks_ready.notify_one();
+            pid = fork();
+        }
+        if (pid == 0) _exit(child_after_fork(sessions, place));
+        const int code = exit_status(pid);
+        if (code == 128 + SIGALRM) ++deadlocks;
+        else if (code != 0) {
+            ++failures;
+            MESSAGE("child " << i << " exited with " << code);
+        }
+    }
+    stop = true;
+    for (auto& t : busy) t.join();
     CHECK(failures == 0);
     CHECK(deadlocks == 0);
 }

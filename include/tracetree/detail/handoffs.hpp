@@ -21,11 +21,65 @@
 #include <memory>
 #include <mutex>
 #include <new>  // std::nothrow
+#include <thread>  // std::this_thread::yield: fork() waits for the threads inside its gate
 #include <utility>  // std::exchange
 #include <vector>
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
+
+// fork(): a hand-off's lock (a Gather's, a coroutine place's) is in no list a fork handler could
+// walk, so no thread holds one across fork(): each is taken inside the gate, which waits while a
+// fork is being prepared, and the prepare handler waits for the threads inside to leave. Nothing
+// inside takes another lock or runs the program's code.
+class ForkGate {
+public:
+    class Locked {  // a hand-off's mutex, taken inside the gate
+    public:
+        Locked(ForkGate& gate, std::mutex& mutex, std::uint32_t thread) noexcept
+            : mutex_(mutex), inside_(gate.inside_[thread % kStripes].count) {
+            for (;;) {
+                inside_.fetch_add(1, std::memory_order_seq_cst);
+                if (!gate.forking_.load(std::memory_order_seq_cst)) break;
+                inside_.fetch_sub(1, std::memory_order_release);
+                std::lock_guard<std::mutex> wait(gate.closed_);  // held until fork() returns
+            }
+            mutex_.lock();
+        }
+        ~Locked() {
+            mutex_.unlock();
+            inside_.fetch_sub(1, std::memory_order_release);
+        }
+        Locked(const Locked&) = delete;
+        Locked& operator=(const Locked&) = delete;
+
+    private:
+        std::mutex& mutex_;
+        std::atomic<std::uint32_t>& inside_;
+    };
+
+    void close() noexcept {  // before fork(): taken first, before any other lock of the recorder
+        closed_.lock();
+        forking_.store(true, std::memory_order_seq_cst);
+        for (Stripe& stripe : inside_)
+            while (stripe.count.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+    }
+    void open(bool child) noexcept {
+        if (child)  // a thread that came in and backed off as fork() copied the process is not here
+            for (Stripe& stripe : inside_) stripe.count.store(0, std::memory_order_relaxed);
+        forking_.store(false, std::memory_order_seq_cst);
+        closed_.unlock();
+    }
+
+private:
+    static constexpr std::uint32_t kStripes = 16;  // threads counted apart, so that hand-offs share no line
+    struct alignas(64) Stripe {
+        std::atomic<std::uint32_t> count{0};
+    };
+    Stripe inside_[kStripes];
+    std::atomic<bool> forking_{false};
+    std::mutex closed_;
+};
 
 class Handoffs {
 public:
@@ -82,23 +136,28 @@ public:
         saved.outer = std::exchange(state.coroutine, &coroutine);
         saved.captures = state.capture_depth;
         saved.recording_into = state.current;
-        std::unique_lock<std::mutex> lock(coroutine.mutex);
-        saved.number = ++coroutine.resumptions;
-        if (!recording) return true;
+        const SiteInfo* sites[HandoffPath::kMaxDepth];
+        std::uint32_t open = 0;
+        std::uint64_t since = 0;
+        bool fake_clock = false;
+        {
+            ForkGate::Locked lock(gate, coroutine.mutex, state.id);
+            saved.number = ++coroutine.resumptions;
+            if (!recording) return true;
+            if (saved.number > 1) {
+                open = std::min(coroutine.open, HandoffPath::kMaxDepth);
+                std::copy(coroutine.open_sites, coroutine.open_sites + open, sites);
+                // The resumption before may not have ended yet (it handed the coroutine on as it
+                // suspended): then its wait is too short to tell.
+                const bool ended = coroutine.suspended_after == saved.number - 1;
+                since = ended ? coroutine.suspended_at : clock_.now(coroutine.fake_clock);
+                fake_clock = coroutine.fake_clock;
+            }
+        }
         if (saved.number == 1) {
-            lock.unlock();
             if (origin.valid) count_wait(state, queued_, "[queued]", origin.tick, origin.fake_clock);
             return true;
         }
-        const std::uint32_t open = std::min(coroutine.open, HandoffPath::kMaxDepth);
-        const SiteInfo* sites[HandoffPath::kMaxDepth];
-        std::copy(coroutine.open_sites, coroutine.open_sites + open, sites);
-        // The resumption before may not have ended yet (it handed the coroutine on as it suspended):
-        // then its wait is too short to tell.
-        const bool ended = coroutine.suspended_after == saved.number - 1;
-        const std::uint64_t since = ended ? coroutine.suspended_at : clock_.now(coroutine.fake_clock);
-        const bool fake_clock = coroutine.fake_clock;
-        lock.unlock();
         const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
         for (std::uint32_t level = 0; level < open && arena.depth + 1 < max_depth; ++level)
             if (!enter_node(state, sites[level])) break;
@@ -114,7 +173,7 @@ public:
         Arena& arena = state.arena;
         state.coroutine = saved.outer;
         {
-            std::lock_guard<std::mutex> lock(saved.coroutine->mutex);
+            ForkGate::Locked lock(gate, saved.coroutine->mutex, state.id);
             if (saved.coroutine->resumptions == saved.number) {  // not resumed again meanwhile
                 saved.coroutine->fake_clock = clock_.is_test(std::memory_order_relaxed);
                 saved.coroutine->suspended_at = clock_.now(saved.coroutine->fake_clock);
@@ -148,7 +207,7 @@ public:
         if (!enter_node(state, info)) return (void)state.drop(1);
         {
             CoroutineState& coroutine = *state.coroutine;
-            std::lock_guard<std::mutex> lock(coroutine.mutex);
+            ForkGate::Locked lock(gate, coroutine.mutex, state.id);
             if (coroutine.open < HandoffPath::kMaxDepth) coroutine.open_sites[coroutine.open] = info;
             ++coroutine.open;
             scope.coroutine = &coroutine;
@@ -168,7 +227,7 @@ public:
             // Its own entry, the innermost one of its site: chains that share a place (Asio's awaitable
             // operators spawn on the parent's executor) close theirs in any order.
             CoroutineState& coroutine = *scope.coroutine;
-            std::lock_guard<std::mutex> lock(coroutine.mutex);
+            ForkGate::Locked lock(gate, coroutine.mutex, state.id);
             if (coroutine.open > HandoffPath::kMaxDepth) {
                 --coroutine.open;
             } else {
@@ -196,7 +255,7 @@ public:
             auto& gather = static_cast<Gather&>(*saved.gather);
             try {
                 std::vector<Node> roots = to_values(*own, clock_.ns_per_tick(), &own->messages, nullptr, state.thread_name());
-                std::lock_guard<std::mutex> lock(gather.mutex);
+                ForkGate::Locked lock(gate, gather.mutex, state.id);
                 for (const Node& root : roots) merge_into(gather.parts, root);  // a coroutine's many resumptions: one part
             } catch (...) {  // out of memory: the trace goes without this part
             }
@@ -318,6 +377,10 @@ private:
         }
     }
 
+public:
+    ForkGate gate;  // every hand-off lock is taken inside it
+
+private:
     const Clock& clock_;
     SiteTable& sites_;
     ChunkPool& chunks_;

@@ -261,7 +261,7 @@ public:
 
     // Made by this copy: a session outlives the library that asked for it while a thread delivers to it.
     virtual std::shared_ptr<SessionState> make_session(SessionKind kind, const std::string& pattern, PatternSyntax syntax) {
-        return std::make_shared<SessionState>(kind, pattern, syntax);
+        return sessions_.make(kind, pattern, syntax);
     }
     virtual void start_session(const std::shared_ptr<SessionState>& session) {
         sessions_.start(session);
@@ -411,7 +411,7 @@ private:
                     trace.root = std::move(roots.front());
                     state.header(trace.thread_name, trace.thread_id, trace.fields);
                     if (gather != nullptr) {  // delivered when the work it handed off is done
-                        std::lock_guard<std::mutex> lock(gather->mutex);
+                        ForkGate::Locked lock(handoffs_.gate, gather->mutex, state.id);
                         gather->sessions = capture.sessions;
                         gather->trace = std::move(trace);
                         gather->wanted = true;
@@ -474,7 +474,10 @@ private:
             [] { static_cast<RuntimeImpl*>(find_recorder())->unlock_after_fork(false); },
             [] { static_cast<RuntimeImpl*>(find_recorder())->unlock_after_fork(true); });
     }
-    void lock_for_fork() noexcept {  // lock order as everywhere: listeners, sessions, threads, this thread's own, sites, chunks
+    // Lock order as everywhere: the hand-offs' gate, listeners, sessions, threads, this thread's own,
+    // sites, chunks.
+    void lock_for_fork() noexcept {
+        handoffs_.gate.close();
         sessions_.lock();
         threads_.lock();
         if (auto* self = static_cast<ThreadState*>(pthread_getspecific(thread_key_))) self->mutex.lock();
@@ -487,7 +490,8 @@ private:
         sites_.unlock();
         if (self != nullptr) self->mutex.unlock();
         threads_.unlock_after_fork(child, self);
-        sessions_.unlock();
+        sessions_.unlock_after_fork(child);
+        handoffs_.gate.open(child);
     }
 
     Clock clock_;

@@ -20,6 +20,7 @@
 #include <functional>          // a trace session's callback
 #include <memory>
 #include <mutex>
+#include <new>                 // a forked child's condition variables, made anew
 #include <stdexcept>           // std::invalid_argument: too many sessions
 #include <string>
 #include <type_traits>
@@ -90,6 +91,22 @@ inline const SessionState*& callback_session() noexcept {  // whose callback thi
 
 class SessionRegistry {
 public:
+    // A session kept in the list of those alive, running or not: a thread may still deliver to one
+    // that was stopped, so fork() takes every alive session's lock, not only the running ones'.
+    std::shared_ptr<SessionState> make(SessionKind kind, const std::string& pattern, PatternSyntax syntax) {
+        std::shared_ptr<SessionState> session(new SessionState(kind, pattern, syntax), [this](SessionState* gone) {
+            {
+                std::lock_guard<std::mutex> lock(alive_mutex_);
+                const auto at = std::find(alive_.begin(), alive_.end(), gone);
+                if (at != alive_.end()) alive_.erase(at);
+            }
+            delete gone;
+        });
+        std::lock_guard<std::mutex> lock(alive_mutex_);
+        alive_.push_back(session.get());
+        return session;
+    }
+
     // Registers `session` in a free slot and starts a new epoch; std::invalid_argument when all are taken.
     void start(const std::shared_ptr<SessionState>& session) {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -163,12 +180,25 @@ public:
         for (const auto& listener : listeners_) listener.first(listener.second);
     }
 
-    // fork(): the listeners' lock first (a listener asks for running()), then the registry's.
+    // fork(): the listeners' lock first (a listener asks for running()), then the registry's, then
+    // every alive session's (a delivery holds one only to queue or count, never while taking another).
     void lock() noexcept {
         listeners_mutex_.lock();
         mutex_.lock();
+        alive_mutex_.lock();
+        for (SessionState* session : alive_) session->mutex.lock();
     }
-    void unlock() noexcept {
+    // In the child only this thread is left: no one waits on a session's condition variable (whose
+    // state a waiter in the parent may have left half-changed), and no callback runs but this thread's.
+    void unlock_after_fork(bool child) noexcept {
+        for (SessionState* session : alive_) {
+            if (child) {  // not destroyed: that would wait for the parent's waiters
+                new (&session->changed) std::condition_variable();
+                session->callbacks_running = callback_session() == session ? 1 : 0;
+            }
+            session->mutex.unlock();
+        }
+        alive_mutex_.unlock();
         mutex_.unlock();
         listeners_mutex_.unlock();
     }
@@ -239,6 +269,9 @@ private:
 
     std::mutex listeners_mutex_;  // taken before mutex_ (a listener asks for running())
     std::vector<std::pair<Listener, void*>> listeners_;
+
+    std::mutex alive_mutex_;  // taken after mutex_: stop() may drop a session's last reference under it
+    std::vector<SessionState*> alive_;
 };
 
 // ---- delivery: each returns true when the session's limit is reached (the caller stops it) ----
