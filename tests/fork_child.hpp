@@ -18,6 +18,13 @@
 #define TRACETREE_TEST_ASAN 1
 #endif
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define TRACETREE_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TRACETREE_TEST_TSAN 1
+#endif
+#endif
 
 namespace fork_child {
 
@@ -28,6 +35,12 @@ namespace fork_child {
 constexpr bool kWithThreadsUnsafe = true;
 #else
 constexpr bool kWithThreadsUnsafe = false;
+#endif
+// TSan ends a child that starts a thread after a fork with threads running ("not supported").
+#ifdef TRACETREE_TEST_TSAN
+constexpr bool kThreadsInChild = false;
+#else
+constexpr bool kThreadsInChild = true;
 #endif
 
 // A forked child's exit status (128 + the signal if one ended it); a child still running after 20 s

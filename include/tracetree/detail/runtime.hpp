@@ -492,6 +492,7 @@ private:
         threads_.unlock_after_fork(child, self);
         sessions_.unlock_after_fork(child);
         handoffs_.gate.open(child);
+        sessions_.forget_held();
     }
 
     Clock clock_;

@@ -92,18 +92,15 @@ inline const SessionState*& callback_session() noexcept {  // whose callback thi
 class SessionRegistry {
 public:
     // A session kept in the list of those alive, running or not: a thread may still deliver to one
-    // that was stopped, so fork() takes every alive session's lock, not only the running ones'.
+    // that was stopped, so fork() takes every alive session's lock, not only the running ones'. Weak
+    // references: a session's last owner may let it go under any lock, and takes none for it.
     std::shared_ptr<SessionState> make(SessionKind kind, const std::string& pattern, PatternSyntax syntax) {
-        std::shared_ptr<SessionState> session(new SessionState(kind, pattern, syntax), [this](SessionState* gone) {
-            {
-                std::lock_guard<std::mutex> lock(alive_mutex_);
-                const auto at = std::find(alive_.begin(), alive_.end(), gone);
-                if (at != alive_.end()) alive_.erase(at);
-            }
-            delete gone;
-        });
+        auto session = std::make_shared<SessionState>(kind, pattern, syntax);
         std::lock_guard<std::mutex> lock(alive_mutex_);
-        alive_.push_back(session.get());
+        alive_.erase(std::remove_if(alive_.begin(), alive_.end(), [](const auto& alive) { return alive.expired(); }),
+                     alive_.end());
+        alive_.push_back(session);
+        held_.reserve(alive_.size());  // fork() holds them without allocating (or skips them, out of memory)
         return session;
     }
 
@@ -186,21 +183,39 @@ public:
         listeners_mutex_.lock();
         mutex_.lock();
         alive_mutex_.lock();
-        for (SessionState* session : alive_) session->mutex.lock();
+        for (const auto& alive : alive_) {
+            std::shared_ptr<SessionState> session = alive.lock();
+            if (!session || held_.size() == held_.capacity()) continue;  // never: make() reserved room
+            session->mutex.lock();
+            held_.push_back(std::move(session));
+        }
     }
     // In the child only this thread is left: no one waits on a session's condition variable (whose
     // state a waiter in the parent may have left half-changed), and no callback runs but this thread's.
     void unlock_after_fork(bool child) noexcept {
-        for (SessionState* session : alive_) {
+        for (const auto& session : held_) {
             if (child) {  // not destroyed: that would wait for the parent's waiters
                 new (&session->changed) std::condition_variable();
-                session->callbacks_running = callback_session() == session ? 1 : 0;
+                session->callbacks_running = callback_session() == session.get() ? 1 : 0;
             }
             session->mutex.unlock();
         }
         alive_mutex_.unlock();
         mutex_.unlock();
         listeners_mutex_.unlock();
+    }
+    // Last, when every lock of the recorder is free again: a session let go here runs its callback's
+    // destructor, which is the program's code.
+    void forget_held() noexcept {
+        std::vector<std::shared_ptr<SessionState>> let_go;
+        {
+            std::lock_guard<std::mutex> lock(alive_mutex_);
+            let_go.swap(held_);
+            try {
+                held_.reserve(let_go.capacity());
+            } catch (...) {  // out of memory: make() reserves again
+            }
+        }
     }
 
 private:
@@ -270,8 +285,9 @@ private:
     std::mutex listeners_mutex_;  // taken before mutex_ (a listener asks for running())
     std::vector<std::pair<Listener, void*>> listeners_;
 
-    std::mutex alive_mutex_;  // taken after mutex_: stop() may drop a session's last reference under it
-    std::vector<SessionState*> alive_;
+    std::mutex alive_mutex_;
+    std::vector<std::weak_ptr<SessionState>> alive_;
+    std::vector<std::shared_ptr<SessionState>> held_;  // across fork()
 };
 
 // ---- delivery: each returns true when the session's limit is reached (the caller stops it) ----
