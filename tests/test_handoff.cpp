@@ -492,3 +492,41 @@ TEST_CASE("a trace whose hand-off is dropped unused is delivered when the last H
     CHECK(captured->root.name == "dropped-request");
     CHECK(captured->root.children.empty());
 }
+
+TEST_CASE("[queued] and [suspended]: the minimum and maximum are the waits', whichever came first or last") {
+    // The shortest and the longest wait are neither the first nor the last.
+    FakeClock clock;
+    std::vector<tracetree::Here> heres;  // taken at 0, 30, 40 and 50 us, all continued at 60 us
+    {
+        TRACETREE_SCOPE("waits.spawn");
+        for (int i = 0; i < 4; ++i) {
+            heres.push_back(tracetree::here());
+            advance(i == 0 ? 30us : 10us);
+        }
+    }
+    std::unique_ptr<tracetree::Coroutine> place;
+    {
+        TRACETREE_SCOPE("waits.coroutine");
+        place = std::make_unique<tracetree::Coroutine>();
+    }
+    const tracetree::ThreadProfile thread = recorded_by("waits", [&] {
+        for (const std::size_t i : {1, 0, 3, 2}) tracetree::Continue on(heres[i]);  // waits of 30, 60, 10, 20 us
+        { tracetree::Resumed first(*place); }  // [queued] from its start; then suspended 30, 60, 10, 20 us
+        for (const std::chrono::microseconds wait : {30us, 60us, 10us, 20us}) {
+            advance(wait);
+            tracetree::Resumed on(*place);
+        }
+    });
+    const tracetree::Node* queued = on_path(thread, {"waits.spawn", "[queued]"});
+    REQUIRE(queued != nullptr);
+    CHECK(queued->count == 4);
+    CHECK(queued->min == 10us);
+    CHECK(queued->max == 60us);
+    const tracetree::Node* suspended = on_path(thread, {"waits.coroutine", "[suspended]"});
+    REQUIRE(suspended != nullptr);
+    CHECK(suspended->count == 4);
+    CHECK(suspended->total == 120us);
+    CHECK(suspended->min == 10us);
+    CHECK(suspended->max == 60us);
+}
+

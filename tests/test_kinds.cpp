@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -236,6 +237,27 @@ TEST_CASE("monitor: calls, failures, min and max per interval, for each matching
     CHECK(rows["kinds::leaf()"].max == 1ms);
     monitor.stop();
     CHECK_FALSE(monitor.next().has_value());
+}
+
+TEST_CASE("monitor: one that takes a stopped monitor's place counts its own calls only") {
+    // Its slot's cells still hold the calls the stopped monitor had not reported yet: the new one
+    // must start them again, not report them as its own.
+    FakeClock clock;
+    std::optional<tracetree::Monitor> first(std::in_place, tracetree::MonitorRequest("kinds::leaf").interval(1ms));
+    for (int i = 0; i < 5; ++i) kinds::middle(0);  // five calls the first monitor never reports
+    first.reset();
+    tracetree::Monitor second(tracetree::MonitorRequest("kinds::*").interval(1ms));
+    kinds::middle(1);
+    kinds::middle(2);
+    const auto interval = second.next();
+    REQUIRE(interval.has_value());
+    std::map<std::string, tracetree::MonitorRow> rows;
+    for (const auto& row : interval->rows) rows[row.name] = row;
+    CHECK(rows["kinds::leaf()"].calls == 2);
+    CHECK(rows["kinds::leaf()"].total == 2ms + 3ms);
+    CHECK(rows["kinds::leaf()"].min == 2ms);
+    CHECK(rows["kinds::leaf()"].max == 3ms);
+    CHECK(rows["kinds::middle()"].calls == 2);
 }
 
 TEST_CASE("flight recorder: the newest slow invocations, kept after the fact") {

@@ -949,3 +949,44 @@ TEST_CASE("a site deferred inside another site's capture is decided again outsid
     REQUIRE(child != nullptr);
     CHECK(child->count == 3);
 }
+
+TEST_CASE("a scope Scope defers is counted under the scope it was called from, wherever that is") {
+    // A trace of a scope that is never slow enough: after the first call the header defers its capture
+    // itself and ends it without the runtime. Each call must land under its own caller.
+    std::uint64_t captured = 0;
+    const tracetree::ThreadProfile thread = ::test::recorded_by("deferred-callers", [&] {
+        TraceSession never(request("deferred.leaf", 1h, 0));
+        const auto leaf = [] { TRACETREE_SCOPE("deferred.leaf"); };
+        for (int i = 0; i < 3; ++i) leaf();
+        for (int i = 0; i < 4; ++i) {
+            TRACETREE_SCOPE("deferred.caller a");
+            leaf();
+            TRACETREE_SCOPE("deferred.after a");  // a sibling after it: the arena is back at the caller
+        }
+        {
+            TRACETREE_SCOPE("deferred.caller b");
+            for (int i = 0; i < 5; ++i) leaf();
+            {
+                TRACETREE_SCOPE("deferred.caller c");
+                leaf();
+            }
+        }
+        captured = never.captured();
+    });
+    CHECK(captured == 0);
+    const auto count_at = [&](std::initializer_list<const char*> path) -> std::uint64_t {
+        const tracetree::Node* node = on_path(thread, path);
+        return node != nullptr ? node->count : 0;
+    };
+    CHECK(count_at({"deferred.leaf"}) == 3);
+    CHECK(count_at({"deferred.caller a"}) == 4);
+    CHECK(count_at({"deferred.caller a", "deferred.leaf"}) == 4);
+    CHECK(count_at({"deferred.caller a", "deferred.after a"}) == 4);
+    CHECK(count_at({"deferred.caller b", "deferred.leaf"}) == 5);
+    CHECK(count_at({"deferred.caller b", "deferred.caller c", "deferred.leaf"}) == 1);
+    CHECK(thread.roots.size() == 3);  // the leaf, caller a, caller b: nothing else at the root
+    const tracetree::Node* a = on_path(thread, {"deferred.caller a"});
+    REQUIRE(a != nullptr);
+    CHECK(a->children.size() == 2);
+}
+

@@ -453,6 +453,25 @@ TEST_CASE("the peer: loopback, allowed_peers, or any peer with the token; else 4
     }
 }
 
+
+TEST_CASE("allowed_peers: networks whose prefix is not a whole number of bytes") {
+    // The last partial byte's mask: a /23 holds 192.168.0.0 to 192.168.1.255 and nothing of .2, a /20
+    // 16 third bytes, a /57 of IPv6 half of its eighth byte's values.
+    tracetree::AdminOptions options;
+    options.allowed_peers = {"192.168.0.0/23", "172.16.16.0/20", "2001:db8:0:80::/57"};
+    AdminHandler handler(options);
+    const auto from = [&](const std::string& peer) {
+        AdminRequest request = get("/profile");
+        request.peer = peer;
+        return handler.handle(request).status;
+    };
+    for (const char* peer : {"192.168.0.1:1", "192.168.1.200:1", "172.16.16.1:1", "172.16.31.255:1", "[2001:db8:0:80::1]:1",
+                             "[2001:db8:0:ff::9]:1"})
+        CHECK_MESSAGE(from(peer) == 200, peer);
+    for (const char* peer : {"192.168.2.9:1", "192.168.3.1:1", "192.167.255.255:1", "172.16.15.255:1", "172.16.32.0:1",
+                             "[2001:db8:0:7f::1]:1", "[2001:db8:0:100::1]:1"})
+        CHECK_MESSAGE(from(peer) == 403, peer);
+}
 TEST_CASE("a bearer token: 401 with WWW-Authenticate when missing or wrong") {
     tracetree::AdminOptions options;
     options.token = "s3cret-token";
