@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <sstream>
+#include <vector>
 
 using namespace test;
 using tracetree::Nanos;
@@ -42,9 +44,7 @@ TEST_CASE("a trace renders as Arthas prints it") {
     golden::compare("arthas-trace.txt", tracetree::to_string(tomcat_trace(), plain));
 }
 
-// Arthas prints the throw itself as a child of the method whose code threw: type, line, message;
-// siblings above it get `+---` and `|   `.
-TEST_CASE("a thrown and caught exception renders as Arthas's throw line") {
+static tracetree::Trace throw_trace() {
     tracetree::Trace trace = tomcat_trace();
     trace.root = node("demo::MathGame::run()", 0, 1, 617465ns);
     Node factors = node("demo::MathGame::primeFactors()", 24, 1, 78946ns);
@@ -64,7 +64,13 @@ TEST_CASE("a thrown and caught exception renders as Arthas's throw line") {
     Node print = node("demo::MathGame::print()", 25, 1, 80222ns);
     print.children.push_back(again);
     trace.root.children = {factors, print};
-    golden::compare("arthas-throw.txt", tracetree::to_string(trace, plain));
+    return trace;
+}
+
+// Arthas prints the throw itself as a child of the method whose code threw: type, line, message;
+// siblings above it get `+---` and `|   `.
+TEST_CASE("a thrown and caught exception renders as Arthas's throw line") {
+    golden::compare("arthas-throw.txt", tracetree::to_string(throw_trace(), plain));
 }
 
 TEST_CASE("values a trace asked for are @name=value lines before the children") {
@@ -227,4 +233,27 @@ TEST_CASE("human mode aligns columns with units") {
     const std::string text = out.str();
     golden::compare("human-trace.txt", text.substr(text.find('\n') + 1));
     CHECK(text.rfind("trace of Http11Processor::service() on http-nio-7744-exec-1 (id 3) at ", 0) == 0);
+}
+
+// A throw's row has only a count: under `count`, its tree under `call tree` like every other row's.
+TEST_CASE("human mode puts a throw's count under count") {
+    std::ostringstream out;
+    tracetree::render_human(out, throw_trace());
+    const std::string text = out.str();
+    golden::compare("human-throw.txt", text.substr(text.find('\n') + 1));
+    std::istringstream lines(text);
+    std::string title, header, line;
+    std::getline(lines, title);
+    std::getline(lines, header);
+    const std::size_t count_end = header.find("count") + 5, tree = header.find("call tree");
+    std::vector<std::string> trees;
+    while (std::getline(lines, line)) {
+        if (line.find("throw:") == std::string::npos) continue;
+        INFO(header << "\n" << line);
+        CHECK(line.find_first_not_of(' ') + 1 == count_end);  // the count's last digit ends `count`
+        CHECK(line.find_first_not_of(' ', count_end) >= tree);  // nothing under min and max
+        trees.push_back(line.substr(std::min(tree, line.size())));
+    }
+    CHECK(trees == std::vector<std::string>{"|  `- throw:std::invalid_argument #46 [number is: -151442, need >= 2]",
+                                            "   `- throw:Overflow"});
 }

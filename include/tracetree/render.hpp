@@ -205,7 +205,7 @@ inline std::string pad_right(const std::string& text, std::size_t width) {
 
 inline void human_rows(std::ostream& out, const Node& node, const std::string& prefix, const std::string& branch) {
     if (node.kind == NodeKind::thrown) {
-        out << std::string(33, ' ') << pad_left(std::to_string(node.count), 8) << std::string(24, ' ') << "  " << prefix
+        out << std::string(22, ' ') << pad_left(std::to_string(node.count), 8) << std::string(22, ' ') << "  " << prefix
             << branch << throw_text(node) << '\n';
         return;
     }
