@@ -368,6 +368,44 @@ TEST_CASE("stack and watch sessions on a continued path") {
     CHECK(event->values[0].second == "42");
 }
 
+// The merged caller's total holds the work continued under it; its min and max are its own calls'. The
+// text says so on the caller's line, and JSON carries the figure, so a saved profile renders the same.
+TEST_CASE("the merged profile says how much of a caller's total was continued under it") {
+    FakeClock clock;
+    tracetree::Here here;
+    for (const auto own : {1us, 3us}) {
+        TRACETREE_SCOPE("merged-origin");
+        if (here.empty()) here = tracetree::here();
+        advance(own);
+    }
+    std::thread([&] {  // 4 µs queued, 2 µs of work
+        tracetree::set_thread_name("merged-worker");
+        tracetree::Continue on(here);
+        continued_work();
+    }).join();
+    const auto profile = tracetree::profile();
+    const auto merged = profile.merged();
+    const auto& origin = node_at(merged, {"merged-origin"});
+    CHECK(origin.count == 2);
+    CHECK(origin.total == 10us);
+    CHECK(origin.min == 1us);
+    CHECK(origin.max == 3us);
+    CHECK(origin.continued_total == 6us);
+    const std::string note = "merged-origin [total includes 0.006ms continued under it; min,max: its own calls]\n";
+    CHECK(tracetree::to_string(merged).find("[min=0.001ms,max=0.003ms,total=0.01ms,count=2] " + note) != std::string::npos);
+    std::ostringstream human;
+    tracetree::render_human(human, merged);
+    CHECK(human.str().find("merged-origin  (total includes 6µs continued under it; min, max: its own calls)\n") !=
+          std::string::npos);
+    // Each thread's own tree has nothing continued under a call: no note.
+    for (const auto& thread : profile.threads) CHECK(tracetree::to_string(thread).find("total includes") == std::string::npos);
+    tracetree::Profile all;
+    all.threads.push_back(merged);
+    std::ostringstream json;
+    tracetree::write_json(json, all);
+    CHECK(tracetree::to_string(tracetree::read_profile_json(json.str()).threads.at(0)).find(note) != std::string::npos);
+}
+
 TEST_CASE("a continued path in JSON: written and read back") {
     FakeClock clock;
     tracetree::Here here;

@@ -257,3 +257,30 @@ TEST_CASE("human mode puts a throw's count under count") {
     CHECK(trees == std::vector<std::string>{"|  `- throw:std::invalid_argument #46 [number is: -151442, need >= 2]",
                                             "   `- throw:Overflow"});
 }
+
+// A call merged with a hand-off's path: its total holds the work continued under it, which the line
+// says; min and max (shown for folded calls) are its own calls'. A path's own node says nothing more.
+TEST_CASE("a call merged with a hand-off's path notes the time continued under it") {
+    tracetree::ThreadProfile merged;
+    merged.thread_name = "all threads";
+    merged.roots.push_back(node("server", 0, 1, 60ms));
+    merged.roots[0].continued_total = 59ms;
+    Node serve = node("serve()", 7, 20, 56ms, 49us, 52us);
+    serve.continued_total = 55ms;
+    merged.roots[0].children.push_back(serve);
+    Node path = node("origin", 0, 0, 5ms);
+    path.continued = true;
+    path.continued_total = 5ms;  // not a call: already `[continued]`
+    merged.roots.push_back(path);
+    const std::string text = tracetree::to_string(merged, plain);
+    CHECK(text.substr(text.find('\n') + 1) ==
+          "    +---[60.0ms] server [total includes 59.0ms continued under it]\n"
+          "    |   `---[93.33% min=0.049ms,max=0.052ms,total=56.0ms,count=20] serve() #7 [total includes 55.0ms "
+          "continued under it; min,max: its own calls]\n"
+          "    `---[continued] origin\n\n");
+    std::ostringstream human;
+    tracetree::render_human(human, merged);
+    CHECK(human.str().find("`- serve() #7  (total includes 55ms continued under it; min, max: its own calls)\n") !=
+          std::string::npos);
+    CHECK(human.str().find("origin  (continued)\n") != std::string::npos);
+}
