@@ -5,6 +5,8 @@
 #include <tracetree/all.hpp>
 #include <tracetree/detail/runtime.hpp>  // the tests reach into the rooms (the suite compiles declarations only)
 
+#include <doctest/doctest.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -96,6 +98,28 @@ inline const tracetree::Node* on_path(const tracetree::ThreadProfile& thread, st
         if (node == nullptr) return nullptr;
     }
     return node;
+}
+
+// The same lookups for a test that goes on to read the node: a missing one fails the test case there,
+// naming what it looked for, instead of a null dereference that ends the whole program.
+inline const tracetree::ThreadProfile& thread_at(const tracetree::Profile& profile, const std::string& name) {
+    const tracetree::ThreadProfile* thread = find_thread(profile, name);
+    REQUIRE_MESSAGE(thread != nullptr, "no thread named '" << name << "' in the profile");
+    return *thread;
+}
+
+inline const tracetree::Node& node_at(const tracetree::ThreadProfile& thread, std::initializer_list<const char*> names) {
+    std::string path;
+    for (const char* name : names) path += (path.empty() ? "" : " > ") + std::string(name);
+    const tracetree::Node* node = on_path(thread, names);
+    REQUIRE_MESSAGE(node != nullptr, "no node at " << path << " in the tree of '" << thread.thread_name << "'");
+    return *node;
+}
+
+inline const tracetree::Node& child_at(const tracetree::Node& node, const std::string& name) {
+    const tracetree::Node* child = find_child(node, name);
+    REQUIRE_MESSAGE(child != nullptr, "no child '" << name << "' under '" << node.name << "'");
+    return *child;
 }
 
 // Counts down to zero; wait() returns then.

@@ -102,7 +102,7 @@ TEST_CASE("a hand-off: the worker records under the captured path, which says it
     CHECK(text.find("[continued] request") != std::string::npos);
     CHECK(text.find("[continued on worker] handle") != std::string::npos);
     // The main thread's own calls are unchanged, and the worker's land after the main thread is back out.
-    const auto* main_handle = on_path(*find_thread(profile, "test-main"), {"request", "handle"});
+    const auto* main_handle = on_path(thread_at(profile, "test-main"), {"request", "handle"});
     REQUIRE(main_handle != nullptr);
     CHECK(main_handle->count == 1);
     CHECK(main_handle->children.empty());
@@ -111,7 +111,7 @@ TEST_CASE("a hand-off: the worker records under the captured path, which says it
     const auto* folded = on_path(merged, {"request", "handle", "work"});
     REQUIRE(folded != nullptr);
     CHECK(folded->count == 1);
-    CHECK_FALSE(find_root(merged, "request")->continued);
+    CHECK_FALSE(node_at(merged, {"request"}).continued);
 }
 
 TEST_CASE("the [queued] node counts hand-offs and holds the time from here() to Continue") {
@@ -138,7 +138,7 @@ TEST_CASE("the [queued] node counts hand-offs and holds the time from here() to 
     CHECK(queued->total == 10us + 32us + 64us);  // each wait includes the work before it (2 µs each)
     CHECK(queued->min == 10us);
     CHECK(queued->max == 64us);
-    CHECK(on_path(*pool, {"spawn", "work"})->count == 3);
+    CHECK(node_at(*pool, {"spawn", "work"}).count == 3);
     // The scopes outside a Continue are back where they were.
     std::thread([] {
         tracetree::set_thread_name("after");
@@ -176,9 +176,9 @@ TEST_CASE("a Continue inside the worker's own scope: back in that scope at its e
     const auto nested_profile = tracetree::profile();
     const auto* nested = find_thread(nested_profile, "nested");
     REQUIRE(nested != nullptr);
-    CHECK(on_path(*nested, {"origin", "work"})->count == 1);
-    CHECK(on_path(*nested, {"loop", "work"})->count == 1);
-    CHECK(on_path(*nested, {"loop"})->count == 1);
+    CHECK(node_at(*nested, {"origin", "work"}).count == 1);
+    CHECK(node_at(*nested, {"loop", "work"}).count == 1);
+    CHECK(node_at(*nested, {"loop"}).count == 1);
     CHECK(on_path(*nested, {"loop", "origin"}) == nullptr);
 }
 
@@ -203,7 +203,7 @@ TEST_CASE("many hand-offs from one site fold into one path per worker") {
         CHECK(dispatch.children[1].name == "task");
         CHECK(dispatch.children[1].count == kTasks / 2);
     }
-    CHECK(on_path(profile.merged(), {"dispatch", "task"})->count == kTasks);
+    CHECK(node_at(profile.merged(), {"dispatch", "task"}).count == kTasks);
 }
 
 TEST_CASE("exact counts: tasks bouncing across 8 threads, cancelled, outliving their scope") {
@@ -245,8 +245,8 @@ TEST_CASE("exact counts: tasks bouncing across 8 threads, cancelled, outliving t
     CHECK(request->count == kRequests);
     CHECK_FALSE(request->continued);
     REQUIRE(request->children.size() == 2);
-    CHECK(find_child(*request, "[queued]")->count == kRequests * kHops);
-    CHECK(find_child(*request, "hop")->count == kRequests * kHops);
+    CHECK(child_at(*request, "[queued]").count == kRequests * kHops);
+    CHECK(child_at(*request, "hop").count == kRequests * kHops);
     CHECK(merged.roots.size() == 1);
     const auto delivered = traces.collect(0s);
     CHECK(delivered.size() == kRequests);
@@ -286,8 +286,8 @@ TEST_CASE("a Here outlives the thread that took it; deep paths keep their outerm
     REQUIRE(l8 != nullptr);
     CHECK(l8->continued_on == "later");
     CHECK(find_child(*l8, "l9") == nullptr);
-    CHECK(find_child(*l8, "work")->count == 1);
-    CHECK(find_child(*l8, "[queued]")->count == 1);
+    CHECK(child_at(*l8, "work").count == 1);
+    CHECK(child_at(*l8, "[queued]").count == 1);
 }
 
 TEST_CASE("a hand-off continued again: the path is the first thread's, marked once per worker") {
@@ -315,13 +315,13 @@ TEST_CASE("a hand-off continued again: the path is the first thread's, marked on
     const auto* parse = on_path(*back, {"front", "parse"});
     REQUIRE(parse != nullptr);
     CHECK(parse->continued);
-    CHECK(on_path(*back, {"front"})->continued_on.empty());
-    CHECK(find_child(*parse, "work")->count == 1);
+    CHECK(node_at(*back, {"front"}).continued_on.empty());
+    CHECK(child_at(*parse, "work").count == 1);
     const auto merged = profile.merged();
-    CHECK(on_path(merged, {"front", "parse", "work"})->count == 1);
-    CHECK(on_path(merged, {"front", "parse"})->count == 1);
-    CHECK(on_path(merged, {"front", "[queued]"})->count == 1);
-    CHECK(on_path(merged, {"front", "parse", "[queued]"})->count == 1);
+    CHECK(node_at(merged, {"front", "parse", "work"}).count == 1);
+    CHECK(node_at(merged, {"front", "parse"}).count == 1);
+    CHECK(node_at(merged, {"front", "[queued]"}).count == 1);
+    CHECK(node_at(merged, {"front", "parse", "[queued]"}).count == 1);
 }
 
 TEST_CASE("not recording: here() is empty and a Continue records nothing") {
@@ -368,6 +368,44 @@ TEST_CASE("stack and watch sessions on a continued path") {
     CHECK(event->values[0].second == "42");
 }
 
+// The merged caller's total holds the work continued under it; its min and max are its own calls'. The
+// text says so on the caller's line, and JSON carries the figure, so a saved profile renders the same.
+TEST_CASE("the merged profile says how much of a caller's total was continued under it") {
+    FakeClock clock;
+    tracetree::Here here;
+    for (const auto own : {1us, 3us}) {
+        TRACETREE_SCOPE("merged-origin");
+        if (here.empty()) here = tracetree::here();
+        advance(own);
+    }
+    std::thread([&] {  // 4 µs queued, 2 µs of work
+        tracetree::set_thread_name("merged-worker");
+        tracetree::Continue on(here);
+        continued_work();
+    }).join();
+    const auto profile = tracetree::profile();
+    const auto merged = profile.merged();
+    const auto& origin = node_at(merged, {"merged-origin"});
+    CHECK(origin.count == 2);
+    CHECK(origin.total == 10us);
+    CHECK(origin.min == 1us);
+    CHECK(origin.max == 3us);
+    CHECK(origin.continued_total == 6us);
+    const std::string note = "merged-origin [total includes 0.006ms continued under it; min,max: its own calls]\n";
+    CHECK(tracetree::to_string(merged).find("[min=0.001ms,max=0.003ms,total=0.01ms,count=2] " + note) != std::string::npos);
+    std::ostringstream human;
+    tracetree::render_human(human, merged);
+    CHECK(human.str().find("merged-origin  (total includes 6µs continued under it; min, max: its own calls)\n") !=
+          std::string::npos);
+    // Each thread's own tree has nothing continued under a call: no note.
+    for (const auto& thread : profile.threads) CHECK(tracetree::to_string(thread).find("total includes") == std::string::npos);
+    tracetree::Profile all;
+    all.threads.push_back(merged);
+    std::ostringstream json;
+    tracetree::write_json(json, all);
+    CHECK(tracetree::to_string(tracetree::read_profile_json(json.str()).threads.at(0)).find(note) != std::string::npos);
+}
+
 TEST_CASE("a continued path in JSON: written and read back") {
     FakeClock clock;
     tracetree::Here here;
@@ -382,7 +420,7 @@ TEST_CASE("a continued path in JSON: written and read back") {
     }).join();
     tracetree::Profile only;
     const auto profile = tracetree::profile();
-    only.threads.push_back(*find_thread(profile, "json-worker"));
+    only.threads.push_back(thread_at(profile, "json-worker"));
     std::ostringstream json;
     tracetree::write_json(json, only);
     const tracetree::Profile back = tracetree::read_profile_json(json.str());
@@ -442,8 +480,8 @@ TEST_CASE("a trace follows the hand-off: the work continued on other threads, in
     CHECK(text.find("[queued]") != std::string::npos);
     // The profile still counts the work on the threads that ran it.
     const auto profile = tracetree::profile();
-    CHECK(on_path(*find_thread(profile, "gather-a"), {"gathered-request", "work"})->count == 1);
-    CHECK(on_path(*find_thread(profile, "gather-b"), {"gathered-request", "work"})->count == 1);
+    CHECK(node_at(thread_at(profile, "gather-a"), {"gathered-request", "work"}).count == 1);
+    CHECK(node_at(thread_at(profile, "gather-b"), {"gathered-request", "work"}).count == 1);
 }
 
 TEST_CASE("a Continue inside a trace's continued work: the work stays where it runs, the arena whole") {
@@ -471,7 +509,7 @@ TEST_CASE("a Continue inside a trace's continued work: the work stays where it r
     CHECK(root.children[0].count == 1);  // the inner Continue recorded no hand-off of its own
     CHECK(root.children[1].name == "work");
     CHECK(root.children[1].count == 2);  // both calls, in the outer Continue's tree
-    CHECK(on_path(*find_thread(tracetree::profile(), "nested-worker"), {"nested-request", "work"})->count == 2);
+    CHECK(node_at(thread_at(tracetree::profile(), "nested-worker"), {"nested-request", "work"}).count == 2);
 }
 
 TEST_CASE("a trace whose hand-off is dropped unused is delivered when the last Here goes") {

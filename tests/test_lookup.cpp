@@ -43,6 +43,13 @@ const tracetree::Node* child_named(const std::vector<tracetree::Node>& nodes, co
     return nullptr;
 }
 
+// As child_named, for a test that reads the node: a missing one fails the test case, naming it.
+const tracetree::Node& named(const std::vector<tracetree::Node>& nodes, const std::string& name) {
+    const tracetree::Node* node = child_named(nodes, name);
+    REQUIRE_MESSAGE(node != nullptr, "no node named '" << name << "'");
+    return *node;
+}
+
 // Every site of `sites` has exactly one node among `nodes`, which counted calls[i]; nothing else is there.
 void check_counts(const std::vector<tracetree::Node>& nodes, const Sites& sites, const std::vector<std::uint64_t>& calls) {
     std::size_t called = 0;
@@ -97,8 +104,8 @@ TEST_CASE("each site counts every call whatever the order: in order, reversed, s
         CHECK(parent->count == 20);
         check_counts(parent->children, sites, calls[static_cast<std::size_t>(p)]);
     }
-    CHECK(child_named(thread.roots, "site 7")->count == 4);
-    CHECK(child_named(thread.roots, "site 3")->count == 3);
+    CHECK(named(thread.roots, "site 7").count == 4);
+    CHECK(named(thread.roots, "site 3").count == 3);
     CHECK(thread.dropped_nodes == 0);
 }
 
@@ -155,7 +162,7 @@ TEST_CASE("the node made after the current one, or after the child entered last,
     REQUIRE(first->children.size() == 1);
     CHECK(first->children[0].name == "made after 2");
     CHECK(first->children[0].count == 1);
-    CHECK(child_named(after_current.roots, "made after 2")->count == 1);
+    CHECK(named(after_current.roots, "made after 2").count == 1);
     // The parent's node and its child's, then the root's node of site 2: inside the parent, after its
     // child, the node after the child entered last is of the site called next, under another parent.
     const auto after_hint = recorded_by("lookup-after-hint", [&] {
@@ -173,7 +180,7 @@ TEST_CASE("the node made after the current one, or after the child entered last,
     REQUIRE(second != nullptr);
     CHECK(second->count == 2);
     check_counts(second->children, sites, {0, 2, 1});
-    CHECK(child_named(after_hint.roots, "made after 2")->count == 1);
+    CHECK(named(after_hint.roots, "made after 2").count == 1);
 }
 
 TEST_CASE("the node after the one left last is taken after a scope the runtime ended, and after a capture") {

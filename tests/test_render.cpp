@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <sstream>
+#include <vector>
 
 using namespace test;
 using tracetree::Nanos;
@@ -42,9 +44,7 @@ TEST_CASE("a trace renders as Arthas prints it") {
     golden::compare("arthas-trace.txt", tracetree::to_string(tomcat_trace(), plain));
 }
 
-// Arthas prints the throw itself as a child of the method whose code threw: type, line, message;
-// siblings above it get `+---` and `|   `.
-TEST_CASE("a thrown and caught exception renders as Arthas's throw line") {
+static tracetree::Trace throw_trace() {
     tracetree::Trace trace = tomcat_trace();
     trace.root = node("demo::MathGame::run()", 0, 1, 617465ns);
     Node factors = node("demo::MathGame::primeFactors()", 24, 1, 78946ns);
@@ -64,7 +64,13 @@ TEST_CASE("a thrown and caught exception renders as Arthas's throw line") {
     Node print = node("demo::MathGame::print()", 25, 1, 80222ns);
     print.children.push_back(again);
     trace.root.children = {factors, print};
-    golden::compare("arthas-throw.txt", tracetree::to_string(trace, plain));
+    return trace;
+}
+
+// Arthas prints the throw itself as a child of the method whose code threw: type, line, message;
+// siblings above it get `+---` and `|   `.
+TEST_CASE("a thrown and caught exception renders as Arthas's throw line") {
+    golden::compare("arthas-throw.txt", tracetree::to_string(throw_trace(), plain));
 }
 
 TEST_CASE("values a trace asked for are @name=value lines before the children") {
@@ -227,4 +233,54 @@ TEST_CASE("human mode aligns columns with units") {
     const std::string text = out.str();
     golden::compare("human-trace.txt", text.substr(text.find('\n') + 1));
     CHECK(text.rfind("trace of Http11Processor::service() on http-nio-7744-exec-1 (id 3) at ", 0) == 0);
+}
+
+// A throw's row has only a count: under `count`, its tree under `call tree` like every other row's.
+TEST_CASE("human mode puts a throw's count under count") {
+    std::ostringstream out;
+    tracetree::render_human(out, throw_trace());
+    const std::string text = out.str();
+    golden::compare("human-throw.txt", text.substr(text.find('\n') + 1));
+    std::istringstream lines(text);
+    std::string title, header, line;
+    std::getline(lines, title);
+    std::getline(lines, header);
+    const std::size_t count_end = header.find("count") + 5, tree = header.find("call tree");
+    std::vector<std::string> trees;
+    while (std::getline(lines, line)) {
+        if (line.find("throw:") == std::string::npos) continue;
+        INFO(header << "\n" << line);
+        CHECK(line.find_first_not_of(' ') + 1 == count_end);  // the count's last digit ends `count`
+        CHECK(line.find_first_not_of(' ', count_end) >= tree);  // nothing under min and max
+        trees.push_back(line.substr(std::min(tree, line.size())));
+    }
+    CHECK(trees == std::vector<std::string>{"|  `- throw:std::invalid_argument #46 [number is: -151442, need >= 2]",
+                                            "   `- throw:Overflow"});
+}
+
+// A call merged with a hand-off's path: its total holds the work continued under it, which the line
+// says; min and max (shown for folded calls) are its own calls'. A path's own node says nothing more.
+TEST_CASE("a call merged with a hand-off's path notes the time continued under it") {
+    tracetree::ThreadProfile merged;
+    merged.thread_name = "all threads";
+    merged.roots.push_back(node("server", 0, 1, 60ms));
+    merged.roots[0].continued_total = 59ms;
+    Node serve = node("serve()", 7, 20, 56ms, 49us, 52us);
+    serve.continued_total = 55ms;
+    merged.roots[0].children.push_back(serve);
+    Node path = node("origin", 0, 0, 5ms);
+    path.continued = true;
+    path.continued_total = 5ms;  // not a call: already `[continued]`
+    merged.roots.push_back(path);
+    const std::string text = tracetree::to_string(merged, plain);
+    CHECK(text.substr(text.find('\n') + 1) ==
+          "    +---[60.0ms] server [total includes 59.0ms continued under it]\n"
+          "    |   `---[93.33% min=0.049ms,max=0.052ms,total=56.0ms,count=20] serve() #7 [total includes 55.0ms "
+          "continued under it; min,max: its own calls]\n"
+          "    `---[continued] origin\n\n");
+    std::ostringstream human;
+    tracetree::render_human(human, merged);
+    CHECK(human.str().find("`- serve() #7  (total includes 55ms continued under it; min, max: its own calls)\n") !=
+          std::string::npos);
+    CHECK(human.str().find("origin  (continued)\n") != std::string::npos);
 }

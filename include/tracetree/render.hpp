@@ -17,7 +17,9 @@
 // `[throws Exception]` or `[throws Exception,N]`; a throw as `throw:<type> #<line> [<what()>]`,
 // folded throws with a leading `[count=N]`; TRACETREE_WATCH values (traces that asked for them) as
 // `@name=value` lines before a node's children; a hand-off's path (continued here, not called here:
-// handoff.hpp) as `[continued]`, its innermost node `[continued on <thread>]`, in place of the cost; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
+// handoff.hpp) as `[continued]`, its innermost node `[continued on <thread>]`, in place of the cost; a
+// call merged with such a path (`profile().merged()`) as `[total includes Xms continued under it;
+// min,max: its own calls]` after its name; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
 // (id in decimal, as Arthas 4 prints it); the costliest node below the root in red.
 #ifndef TRACETREE_RENDER_HPP
 #define TRACETREE_RENDER_HPP
@@ -156,6 +158,11 @@ struct TreeWriter {
         if (with_line && node.line != 0) text.append(" #").append(std::to_string(node.line));
         if (node.throws == 1) text += " [throws Exception]";
         if (node.throws > 1) text.append(" [throws Exception,").append(std::to_string(node.throws)).append(1, ']');
+        if (node.continued_total.count() != 0 && !node.continued) {
+            text += " [total includes ";
+            append_java_millis(text, node.continued_total);
+            text += node.count > 1 ? "ms continued under it; min,max: its own calls]" : "ms continued under it]";
+        }
         text += '\n';
         const std::size_t outer = prefix.size();
         prefix += last ? "    " : "|   ";
@@ -205,7 +212,7 @@ inline std::string pad_right(const std::string& text, std::size_t width) {
 
 inline void human_rows(std::ostream& out, const Node& node, const std::string& prefix, const std::string& branch) {
     if (node.kind == NodeKind::thrown) {
-        out << std::string(33, ' ') << pad_left(std::to_string(node.count), 8) << std::string(24, ' ') << "  " << prefix
+        out << std::string(22, ' ') << pad_left(std::to_string(node.count), 8) << std::string(22, ' ') << "  " << prefix
             << branch << throw_text(node) << '\n';
         return;
     }
@@ -215,6 +222,8 @@ inline void human_rows(std::ostream& out, const Node& node, const std::string& p
     if (node.line != 0 && !branch.empty()) out << " #" << node.line;
     if (node.continued) out << (node.continued_on.empty() ? "  (continued)" : "  (continued on " + node.continued_on + ")");
     if (node.throws != 0) out << "  (" << node.throws << " threw)";
+    if (node.continued_total.count() != 0 && !node.continued)
+        out << "  (total includes " << duration(node.continued_total) << " continued under it; min, max: its own calls)";
     if (node.dropped != 0) out << "  (" << node.dropped << " calls below not recorded)";
     out << '\n';
     const std::string inner = branch.empty() ? prefix : prefix + (branch == "`- " ? "   " : "|  ");

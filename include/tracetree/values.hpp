@@ -39,6 +39,9 @@ struct Node {
     // Its count is 0 (the calls were counted where they were made) and its total its children's.
     bool continued = false;
     std::string continued_on;  // the innermost node of such a path: the thread that ran the work below it
+    // A call folded with such a path (Profile::merged()): the part of total continued on other threads;
+    // min and max stay the calls' own.
+    Nanos continued_total{};
     std::vector<Node> children;  // in order of first call
 
     Nanos self() const;             // total minus the children's totals, never negative
@@ -192,6 +195,8 @@ inline Nanos Node::self() const {
 }
 
 inline void Node::merge(const Node& other) {
+    const Nanos continued_here =
+        (continued ? total : continued_total) + (other.continued ? other.total : other.continued_total);
     if (other.count != 0) {
         min = count == 0 ? other.min : std::min(min, other.min);
         max = std::max(max, other.max);
@@ -199,6 +204,7 @@ inline void Node::merge(const Node& other) {
     if (!continued || !other.continued) {  // folded with the calls themselves: no longer only a path
         continued = false;
         continued_on.clear();
+        continued_total = continued_here;
     } else if (continued_on != other.continued_on) {
         continued_on = "several threads";
     }

@@ -771,7 +771,7 @@ inline Node read_node(JsonReader& reader) {
     Node node;
     const std::size_t start = reader.position();
     Keys keys(reader, {"name", "file", "line", "count", "total_ns", "min_ns", "max_ns", "throws", "dropped", "children",
-                       "kind", "message", "values", "continued", "continued_on"});
+                       "kind", "message", "values", "continued", "continued_on", "continued_ns"});
     reader.object([&](const std::string& key, std::size_t at) {
         switch (keys.find(key, at)) {
         case 0: node.name = reader.string(); break;
@@ -803,6 +803,7 @@ inline Node read_node(JsonReader& reader) {
             break;
         case 13: node.continued = reader.boolean(); break;
         case 14: node.continued_on = reader.string(); break;
+        case 15: node.continued_total = read_nanos(reader); break;
         default: reader.skip_value();
         }
     });
@@ -861,6 +862,7 @@ inline void write_node(std::ostream& out, const Node& node, std::size_t depth) {
     if (node.message) out << ",\"message\":" << json_string(*node.message);
     if (node.continued) out << ",\"continued\":true";
     if (!node.continued_on.empty()) out << ",\"continued_on\":" << json_string(node.continued_on);
+    if (node.continued_total.count() != 0) out << ",\"continued_ns\":" << std::to_string(node.continued_total.count());
     if (!node.values.empty()) {
         out << ",\"values\":";
         write_pairs(out, node.values);

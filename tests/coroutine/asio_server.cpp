@@ -139,11 +139,11 @@ TEST_CASE("an asio server's coroutines: each session under the listener, each re
     const tracetree::Node* listen_node = on_path(merged, {"serve", "listen"});
     REQUIRE(listen_node != nullptr);
     CHECK(listen_node->count == 1);
-    CHECK(find_child(*listen_node, "[suspended]")->count == kClients);  // each accept
+    CHECK(child_at(*listen_node, "[suspended]").count == kClients);  // each accept
     const tracetree::Node* session_node = find_child(*listen_node, "session");
     REQUIRE(session_node != nullptr);
     CHECK(session_node->count == kClients);
-    CHECK(find_child(*listen_node, "[queued]")->count == kClients);  // each session's start
+    CHECK(child_at(*listen_node, "[queued]").count == kClients);  // each session's start
     const tracetree::Node* handle = find_child(*session_node, "handle");
     REQUIRE(handle != nullptr);
     CHECK(handle->count == kClients * kRequests);
@@ -173,7 +173,7 @@ TEST_CASE("an asio server's coroutines: each session under the listener, each re
         CHECK(after->count == 1);
     }
     CHECK(io_seen == kIoThreads);
-    CHECK(find_root(merged, "after")->count == kIoThreads);
+    CHECK(node_at(merged, {"after"}).count == kIoThreads);
 }
 
 TEST_CASE("traced() gives a new place, also to the executor a traced coroutine runs on") {
@@ -217,7 +217,7 @@ TEST_CASE("a traced coroutine destroyed while it waits (its io_context destroyed
     CHECK(merged.dropped_nodes == 1);  // the co-scope's end, where the coroutine did not run
     CHECK(find_root(merged, "waits") == nullptr);
     REQUIRE(find_root(merged, "after") != nullptr);  // this thread's tree as it was
-    CHECK(find_root(merged, "after")->count == 1);
+    CHECK(node_at(merged, {"after"}).count == 1);
 }
 
 TEST_CASE("work posted through a traced executor runs at its place, which the work keeps alive") {

@@ -9,7 +9,7 @@ out = subprocess.run([sys.argv[1]], check=True, capture_output=True, text=True, 
 counts = {}  # path -> count, from lines such as `|   +---[12.5% min=...,count=6] handle #31`
 stack = []
 for line in filter(None, out.splitlines()[1:]):
-    match = re.match(r"^([ |]*)[`+]---\[([^\]]*)\] (.*?)(?: #\d+)?$", line)
+    match = re.match(r"^([ |]*)[`+]---\[([^\]]*)\] (.*?)(?: #\d+)?(?: \[total includes [^\]]*\])?$", line)
     if not match:
         sys.exit(f"not a node: {line!r}\n{out}")
     depth = len(match.group(1)) // 4 - 1  # the root line has one level of indent

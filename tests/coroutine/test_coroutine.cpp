@@ -227,7 +227,7 @@ TEST_CASE("a co-scope across a suspension: one call, where the coroutine was sta
     const auto* parse = on_path(*first, {"serve", "request", "parse"});
     REQUIRE(parse != nullptr);
     CHECK(parse->count == 1);
-    CHECK(on_path(*first, {"serve", "request"})->count == 0);  // it ended on the second thread
+    CHECK(node_at(*first, {"serve", "request"}).count == 0);  // it ended on the second thread
     const auto* ended = on_path(*second, {"serve", "request"});
     REQUIRE(ended != nullptr);
     CHECK(ended->count == 1);
@@ -237,8 +237,8 @@ TEST_CASE("a co-scope across a suspension: one call, where the coroutine was sta
     CHECK(suspended->count == 1);
     CHECK(suspended->total == 7us);
     REQUIRE(find_child(*ended, "respond") != nullptr);
-    CHECK(find_child(*ended, "respond")->total == 2us);
-    CHECK(on_path(*second, {"serve"})->continued);
+    CHECK(child_at(*ended, "respond").total == 2us);
+    CHECK(node_at(*second, {"serve"}).continued);
     // Folded: the coroutine's calls under the scope it was started in, one tree.
     const auto merged = profile.merged();
     const auto* request_node = on_path(merged, {"serve", "request"});
@@ -246,10 +246,10 @@ TEST_CASE("a co-scope across a suspension: one call, where the coroutine was sta
     CHECK(request_node->count == 1);
     CHECK(request_node->total == 10us);
     for (const char* child : {"parse", "respond", "[suspended]"}) REQUIRE(find_child(*request_node, child) != nullptr);
-    CHECK(find_child(*request_node, "parse")->count == 1);
-    CHECK(find_child(*request_node, "respond")->count == 1);
-    CHECK(find_child(*request_node, "[suspended]")->total == 7us);
-    CHECK(on_path(merged, {"serve"})->count == 1);
+    CHECK(child_at(*request_node, "parse").count == 1);
+    CHECK(child_at(*request_node, "respond").count == 1);
+    CHECK(child_at(*request_node, "[suspended]").total == 7us);
+    CHECK(node_at(merged, {"serve"}).count == 1);
     const std::string text = tracetree::to_string(merged);
     CHECK(text.find("[suspended]") != std::string::npos);
     // The threads that ran it are back at their roots: a scope after the resumption is a root.
@@ -297,11 +297,11 @@ TEST_CASE("a trace of the scope a coroutine was started in: its work on other th
     CHECK(request_node->count == 1);
     CHECK(request_node->total == 10us);
     for (const char* child : {"parse", "respond", "[suspended]"}) REQUIRE(find_child(*request_node, child) != nullptr);
-    CHECK(find_child(*request_node, "parse")->count == 1);
-    CHECK(find_child(*request_node, "respond")->count == 1);
-    CHECK(find_child(*request_node, "[suspended]")->total == 7us);
+    CHECK(child_at(*request_node, "parse").count == 1);
+    CHECK(child_at(*request_node, "respond").count == 1);
+    CHECK(child_at(*request_node, "[suspended]").total == 7us);
     REQUIRE(find_child(root, "[queued]") != nullptr);
-    CHECK(find_child(root, "[queued]")->total == 5us);
+    CHECK(child_at(root, "[queued]").total == 5us);
     CHECK(root.total >= request_node->total);
     // The profile keeps each part where it ran, `parse` under `request` though `request` ended elsewhere.
     const auto profile = tracetree::profile();
@@ -310,8 +310,8 @@ TEST_CASE("a trace of the scope a coroutine was started in: its work on other th
     const auto* parse = on_path(*part_one, {"traced-serve", "request", "parse"});
     REQUIRE(parse != nullptr);
     CHECK(parse->count == 1);
-    CHECK(on_path(*part_one, {"traced-serve"})->dropped == 0);
-    CHECK(on_path(profile.merged(), {"traced-serve", "request"})->count == 1);
+    CHECK(node_at(*part_one, {"traced-serve"}).dropped == 0);
+    CHECK(node_at(profile.merged(), {"traced-serve", "request"}).count == 1);
 }
 
 TEST_CASE("an awaited task's co-scope nests in its caller's, across its own suspensions") {
@@ -336,7 +336,7 @@ TEST_CASE("an awaited task's co-scope nests in its caller's, across its own susp
     REQUIRE(suspended != nullptr);
     CHECK(suspended->count == 2);
     REQUIRE(find_child(*handler_node, "render") != nullptr);
-    CHECK(find_child(*handler_node, "render")->count == 1);
+    CHECK(child_at(*handler_node, "render").count == 1);
     CHECK(find_child(*handler_node, "[suspended]") == nullptr);
     CHECK(find_root(merged, "[queued]") != nullptr);  // started at no scope: its wait is a root
 }
@@ -356,7 +356,7 @@ TEST_CASE("co-scopes one after the other: the second is not entered under the fi
     CHECK(second->count == 1);
     CHECK(find_child(*first, "second") == nullptr);
     REQUIRE(find_child(*second, "[suspended]") != nullptr);
-    CHECK(find_child(*second, "[suspended]")->count == 1);
+    CHECK(child_at(*second, "[suspended]").count == 1);
 }
 
 TEST_CASE("a resumption while recording is off enters nothing, and the co-scopes' ends are still followed") {
@@ -403,11 +403,11 @@ TEST_CASE("coroutines interleaved on one thread keep their own places") {
     CHECK(find_child(*b, "a") == nullptr);
     CHECK(a->total == 2us);  // suspended while b ran, and 1 µs more before its resumption
     REQUIRE(find_child(*a, "[suspended]") != nullptr);
-    CHECK(find_child(*a, "[suspended]")->count == 1);
+    CHECK(child_at(*a, "[suspended]").count == 1);
     REQUIRE(find_root(merged, "[queued]") != nullptr);
-    CHECK(find_root(merged, "[queued]")->count == 2);  // started at no scope: at the root, not in `loop`
+    CHECK(node_at(merged, {"[queued]"}).count == 2);  // started at no scope: at the root, not in `loop`
     REQUIRE(find_root(merged, "loop") != nullptr);
-    CHECK(find_child(*find_root(merged, "loop"), "a") == nullptr);
+    CHECK(find_child(node_at(merged, {"loop"}), "a") == nullptr);
 }
 
 TEST_CASE("a Resumed of a running coroutine records where it runs; the outer one puts the thread back") {
@@ -428,7 +428,7 @@ TEST_CASE("a Resumed of a running coroutine records where it runs; the outer one
     }
     const auto merged = tracetree::profile().merged();
     REQUIRE(find_root(merged, "origin") != nullptr);
-    const auto* co = find_child(*find_root(merged, "origin"), "co");
+    const auto* co = find_child(node_at(merged, {"origin"}), "co");
     REQUIRE(co != nullptr);
     CHECK(co->count == 1);
     CHECK(find_child(*co, "inline") != nullptr);
@@ -452,11 +452,11 @@ TEST_CASE("a co-scope whose coroutine is resumed elsewhere without a Resumed cou
     }).join();
     const auto profile = tracetree::profile();
     REQUIRE(find_thread(profile, "elsewhere") != nullptr);
-    const auto* elsewhere = find_root(*find_thread(profile, "elsewhere"), "elsewhere");
+    const auto* elsewhere = find_root(thread_at(profile, "elsewhere"), "elsewhere");
     REQUIRE(elsewhere != nullptr);
     CHECK(elsewhere->count == 1);
     CHECK(elsewhere->dropped == 1);
-    const auto* lost = find_root(*find_thread(profile, "test-main"), "lost");
+    const auto* lost = find_root(thread_at(profile, "test-main"), "lost");
     CHECK((lost == nullptr || lost->count == 0));  // entered there, ended nowhere
 }
 
@@ -588,8 +588,8 @@ TEST_CASE("stress: coroutines hopping across 8 threads are counted exactly") {
     REQUIRE(find_child(*request_node, "step") != nullptr);
     REQUIRE(find_child(*request_node, "[suspended]") != nullptr);
     REQUIRE(on_path(merged, {"accept", "[queued]"}) != nullptr);
-    CHECK(find_child(*request_node, "step")->count == kCoroutines * kHops);
-    CHECK(find_child(*request_node, "[suspended]")->count == kCoroutines * kHops);
-    CHECK(on_path(merged, {"accept", "[queued]"})->count == kCoroutines);
+    CHECK(child_at(*request_node, "step").count == kCoroutines * kHops);
+    CHECK(child_at(*request_node, "[suspended]").count == kCoroutines * kHops);
+    CHECK(node_at(merged, {"accept", "[queued]"}).count == kCoroutines);
     CHECK(request_node->dropped == 0);
 }
