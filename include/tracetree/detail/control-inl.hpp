@@ -26,7 +26,8 @@ inline AdminServer* start_admin_from_environment(const char* value, std::FILE* m
 // ---- starting the recorder ----------------------------------------------------------------------
 
 // Why this copy runs no recorder (empty: it may), said once on stderr. Asked first when the copy is
-// loaded (g_runtime_started, below), so that no thread waits on the guard of this static later.
+// loaded (g_runtime_started, below), so that no thread waits on the guard of this static later (nor a
+// child forked while another thread held it).
 TRACETREE_DETAIL_LOCAL inline const std::string& refused() {
     static const std::string& why = *[] {  // never destroyed: static destructors may still ask
         auto* reason = new std::string(foreign_namespace());
@@ -71,6 +72,7 @@ TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
 // Files that control tracing start the recorder before main, so that it records from the start.
 TRACETREE_DETAIL_LOCAL inline const bool g_runtime_started = [] {
     try {
+        refused();  // in every copy, also one that finds the recorder started
         runtime();
         return true;
     } catch (...) {  // tried again at the first call of a control function, which then reports it

@@ -9,8 +9,8 @@
 // costs nothing where nothing is thrown.
 //
 // Whether the hook is called at all depends on the link, so the recorder checks once, when it starts,
-// with a throw of its own (a probe) made here and through the first __cxa_throw the process's other
-// modules call, and recorder_info() says why not.
+// with a throw of its own (a probe; a second one, through the __cxa_throw the other modules call, when
+// this module does not export its hook), and recorder_info() says why not.
 #ifndef TRACETREE_DETAIL_THROW_HOOK_HPP
 #define TRACETREE_DETAIL_THROW_HOOK_HPP
 
@@ -99,20 +99,20 @@ inline std::string check_throw_hook() {
         seen = probe.seen;
         probe_type = abi::__cxa_current_exception_type();  // typeid would need RTTI
     }
-    // This module's own throws may reach its hook where no other module's do: a version script's
-    // `local:` or -Wl,--exclude-libs keeps the hook out of the dynamic symbol table, and the module's
-    // calls bind to it inside. Everyone else (the C++ runtime's own throws too) calls the first
-    // __cxa_throw of the lookup scope: the probe is thrown again through that one.
-    const auto first = reinterpret_cast<ThrowFunction>(dlsym(RTLD_DEFAULT, "__cxa_throw"));
-    if (seen && first != nullptr && probe_type != nullptr) {
+    // A module whose hook is not in its dynamic symbol table (a version script's `local:`,
+    // -Wl,--exclude-libs) calls it from inside, where no other module can: they, and the C++ runtime's
+    // own throws, call the first __cxa_throw of the lookup scope. The probe is thrown again through that.
+    if (seen && !exports_throw_hook()) {
         seen = false;
-        try {
-            void* object = abi::__cxa_allocate_exception(sizeof(tracetree_throw_probe));
-            first(new (object) tracetree_throw_probe{kAbiName, false}, const_cast<std::type_info*>(probe_type), nullptr);
-        } catch (const tracetree_throw_probe& probe) {
-            seen = probe.seen;
+        if (const auto first = reinterpret_cast<ThrowFunction>(dlsym(RTLD_DEFAULT, "__cxa_throw"))) {
+            try {
+                void* object = abi::__cxa_allocate_exception(sizeof(tracetree_throw_probe));
+                first(new (object) tracetree_throw_probe{kAbiName, false}, const_cast<std::type_info*>(probe_type), nullptr);
+            } catch (const tracetree_throw_probe& probe) {
+                seen = probe.seen;
+            }
         }
-        if (!seen && !exports_throw_hook())
+        if (!seen)
             return "the __cxa_throw of " + module_of(reinterpret_cast<void*>(&g_next_throw)) +
                    " is not exported (a version script's local:, -Wl,--exclude-libs): only the throws of its own code "
                    "are recorded; export __cxa_throw and tracetree_* from it (a version script's global:; "
