@@ -11,7 +11,9 @@
 #include <tracetree/tracetree.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <poll.h>
