@@ -169,9 +169,10 @@ struct RecorderInfo {
     std::uint64_t spare_nodes = 0;   // freed with exited threads' trees, kept for new ones (at most 65,536)
     std::uint64_t name_bytes = 0;    // memory held by interned run-time names
     std::uint64_t dropped_names = 0; // scopes not recorded: the name budget was full
-    bool throw_hook = false;         // throws are recorded as throw nodes (checked when the recorder starts)
+    bool throw_hook = false;         // every throw is recorded as a throw node (checked when the recorder starts)
     std::string throw_hook_note;     // why not, when throw_hook is false
     bool exported = false;           // copies loaded later (plugins, RTLD_LOCAL too) find this recorder
+    std::string refused;             // why this copy records nothing (loaded by dlmopen()); empty: it records
 };
 
 // ---- definitions ------------------------------------------------------------------------------

@@ -26,6 +26,11 @@ struct has_exported : std::false_type {};
 template <class T>
 struct has_exported<T, decltype(void(std::declval<T&>().exported))> : std::true_type {};
 
+template <class T, class = void>
+struct has_refused : std::false_type {};
+template <class T>
+struct has_refused<T, decltype(void(std::declval<T&>().refused))> : std::true_type {};
+
 template <class T>
 int throw_hook_of(const T& info) {
     if constexpr (has_throw_hook<T>::value) return info.throw_hook ? 1 : 0;
@@ -35,6 +40,11 @@ template <class T>
 std::string throw_hook_note_of(const T& info) {
     if constexpr (has_throw_hook<T>::value) return info.throw_hook_note;
     else return "";
+}
+template <class T>
+std::string refused_of(const T& info) {
+    if constexpr (has_refused<T>::value) return info.refused;
+    else return "-";
 }
 template <class T>
 int exported_of(const T& info) {
@@ -113,6 +123,16 @@ PROBE_API int PROBE_FN(exported)() { return exported_of(tracetree::recorder_info
 PROBE_API void PROBE_FN(throw_hook_note)(char* note, unsigned long size) {
     const std::string text = throw_hook_note_of(tracetree::recorder_info());
     std::snprintf(note, size, "%s", text.c_str());
+}
+
+PROBE_API void PROBE_FN(refused)(char* out, unsigned long size) {
+    std::string text;
+    try {
+        text = refused_of(tracetree::recorder_info());
+    } catch (const std::exception& e) {
+        text = std::string("recorder_info() threw: ") + e.what();
+    }
+    std::snprintf(out, size, "%s", text.c_str());
 }
 
 PROBE_API void PROBE_FN(others)(char* out, unsigned long size) {

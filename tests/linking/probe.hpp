@@ -31,6 +31,8 @@ PROBE_API int PROBE_FN(throw_hook)();
 PROBE_API int PROBE_FN(exported)();
 // recorder_info().throw_hook_note copied into `note` ("" when there is no such field).
 PROBE_API void PROBE_FN(throw_hook_note)(char* note, unsigned long size);
+// recorder_info().refused (why this copy records nothing) into `out`; "-" when there is no such field.
+PROBE_API void PROBE_FN(refused)(char* out, unsigned long size);
 // recorder_info().others (the recorders of other versions and ABIs), joined by spaces, into `out`.
 PROBE_API void PROBE_FN(others)(char* out, unsigned long size);
 // This copy's profile, merged, on stderr: what a failing case saw.

@@ -11,6 +11,7 @@
 #include <algorithm>  // std::find_if
 #include <cstdio>     // stderr: where TRACETREE_ADMIN's listener says where it listens
 #include <mutex>
+#include <stdexcept>  // std::runtime_error: a copy that runs no recorder says why
 #include <string>
 #include <string_view>
 
@@ -24,11 +25,26 @@ inline AdminServer* start_admin_from_environment(const char* value, std::FILE* m
 
 // ---- starting the recorder ----------------------------------------------------------------------
 
+// Why this copy runs no recorder (empty: it may), said once on stderr. Asked first when the copy is
+// loaded (g_runtime_started, below), so that no thread waits on the guard of this static later (nor a
+// child forked while another thread held it).
+TRACETREE_DETAIL_LOCAL inline const std::string& refused() {
+    static const std::string& why = *[] {  // never destroyed: static destructors may still ask
+        auto* reason = new std::string(foreign_namespace());
+        if (!reason->empty()) std::fprintf(stderr, "%s\n", reason->c_str());
+        return reason;
+    }();
+    return why;
+}
+
 // The process's recorder: found, or started by this copy. Copies that start at once (plugins loaded
 // by two threads) each make one; settle_recorder() keeps exactly one, the others are deleted.
 TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
     const auto as_runtime = [](Recorder* recorder) -> RuntimeImpl& { return *static_cast<RuntimeImpl*>(recorder); };
     if (Recorder* found = find_recorder()) return as_runtime(found);
+    // A copy in a dlmopen() namespace runs no recorder (process.hpp, foreign_namespace()): its scopes
+    // find none and record nothing, so no lock of its own can be held across the program's fork().
+    if (!refused().empty()) throw std::runtime_error(refused());
     static std::mutex starting;  // this copy's threads start one at a time
     std::lock_guard<std::mutex> lock(starting);
     if (Recorder* found = find_recorder()) return as_runtime(found);
@@ -56,6 +72,7 @@ TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
 // Files that control tracing start the recorder before main, so that it records from the start.
 TRACETREE_DETAIL_LOCAL inline const bool g_runtime_started = [] {
     try {
+        refused();  // in every copy, also one that finds the recorder started
         runtime();
         return true;
     } catch (...) {  // tried again at the first call of a control function, which then reports it
@@ -116,7 +133,15 @@ TRACETREE_DETAIL_RUNTIME_API void set_clock(ClockFunction now) noexcept {
     }
 }
 
-TRACETREE_DETAIL_RUNTIME_API RecorderInfo recorder_info() { return detail::runtime().info(); }
+TRACETREE_DETAIL_RUNTIME_API RecorderInfo recorder_info() {
+    if (detail::refused().empty()) return detail::runtime().info();
+    RecorderInfo info;  // this copy's own: no recorder, no hook, nothing exported
+    info.version = std::to_string(TRACETREE_VERSION_MAJOR) + "." + std::to_string(TRACETREE_VERSION_MINOR) + "." +
+                   std::to_string(TRACETREE_VERSION_PATCH);
+    info.module = detail::module_of(reinterpret_cast<void*>(&detail::refused));
+    info.throw_hook_note = info.refused = detail::refused();
+    return info;
+}
 TRACETREE_DETAIL_RUNTIME_API Profile profile() { return detail::runtime().profile(); }
 TRACETREE_DETAIL_RUNTIME_API void reset() { detail::runtime().reset(); }
 

@@ -77,6 +77,23 @@ inline std::string module_of(void* code) {
     Dl_info where{};
     return dladdr(code, &where) != 0 && where.dli_fname != nullptr ? where.dli_fname : "";
 }
+// Why this copy must not run a recorder, or empty. A copy loaded by dlmopen() into a link-map namespace
+// of its own has that namespace's C library: the program's fork() never runs the fork handlers it
+// installs (a child could wait for ever on a lock another thread held), and it cannot see the modules,
+// anchors or listener of the program's namespace (it would start a second recorder).
+inline std::string foreign_namespace() {
+    Dl_info where{};
+    void* module = nullptr;  // its link_map, which glibc's dlinfo() takes as a handle
+    Lmid_t space = LM_ID_BASE;
+    if (dladdr1(&g_anchor_settled, &where, &module, RTLD_DL_LINKMAP) == 0 || module == nullptr ||
+        dlinfo(module, RTLD_DI_LMID, &space) != 0 || space == LM_ID_BASE)
+        return "";
+    return std::string("tracetree: ") + (where.dli_fname != nullptr ? where.dli_fname : "a module") +
+           " was loaded by dlmopen() into link-map namespace " + std::to_string(space) +
+           ", whose fork handlers the program's fork() does not run: its copy of tracetree records nothing and "
+           "starts no listener (load it with dlopen() to record its scopes)";
+}
+
 // Keeps the module of `code` loaded for ever.
 inline void pin_module(void* code) {
     const std::string module = module_of(code);

@@ -9,7 +9,8 @@
 // costs nothing where nothing is thrown.
 //
 // Whether the hook is called at all depends on the link, so the recorder checks once, when it starts,
-// with a throw of its own (a probe), and recorder_info() says why not.
+// with a throw of its own (a probe; a second one, through the __cxa_throw the other modules call, when
+// this module does not export its hook), and recorder_info() says why not.
 #ifndef TRACETREE_DETAIL_THROW_HOOK_HPP
 #define TRACETREE_DETAIL_THROW_HOOK_HPP
 
@@ -17,6 +18,7 @@
 
 #include <cxxabi.h>  // __cxa_throw's parameter types
 #include <dlfcn.h>   // dlsym, dladdr: why throws go unseen
+#include <new>       // placement new: a probe thrown through another module's __cxa_throw
 #include <unistd.h>  // write: the message before an abort
 
 // What a recorder throws to see whether a hook of its ABI notes its throws; outside the versioned
@@ -67,6 +69,16 @@ TRACETREE_DETAIL_COLD inline ThrowFunction next_throw() noexcept {
     return reinterpret_cast<ThrowFunction>(next);
 }
 
+// Whether this copy's module exports its hook (has __cxa_throw in its dynamic symbol table).
+inline bool exports_throw_hook() noexcept {
+    bool exported = false;
+    walk_modules([&](const ModuleSymbols& module) {
+        if (!module.contains(&g_next_throw)) return false;
+        exported = module.find("__cxa_throw") != nullptr;
+        return true;
+    });
+    return exported;
+}
 
 inline void note_thrown(void* object, const std::type_info* type) noexcept {
     if (__builtin_strcmp(type->name(), "21tracetree_throw_probe") == 0) {
@@ -77,13 +89,36 @@ inline void note_thrown(void* object, const std::type_info* type) noexcept {
     if (Recorder* recorder = find_recorder()) static_cast<RuntimeImpl*>(recorder)->record_throw(object, type);
 }
 
-// Empty when a hook of this ABI notes the throws of this copy's module; else why not.
+// Empty when a hook of this ABI notes the process's throws; else why not.
 inline std::string check_throw_hook() {
+    const std::type_info* probe_type = nullptr;
+    bool seen = false;
     try {
         throw tracetree_throw_probe{kAbiName, false};
     } catch (const tracetree_throw_probe& probe) {
-        if (probe.seen) return "";
+        seen = probe.seen;
+        probe_type = abi::__cxa_current_exception_type();  // typeid would need RTTI
     }
+    // A module whose hook is not in its dynamic symbol table (a version script's `local:`,
+    // -Wl,--exclude-libs) calls it from inside, where no other module can: they, and the C++ runtime's
+    // own throws, call the first __cxa_throw of the lookup scope. The probe is thrown again through that.
+    if (seen && !exports_throw_hook()) {
+        seen = false;
+        if (const auto first = reinterpret_cast<ThrowFunction>(dlsym(RTLD_DEFAULT, "__cxa_throw"))) {
+            try {
+                void* object = abi::__cxa_allocate_exception(sizeof(tracetree_throw_probe));
+                first(new (object) tracetree_throw_probe{kAbiName, false}, const_cast<std::type_info*>(probe_type), nullptr);
+            } catch (const tracetree_throw_probe& probe) {
+                seen = probe.seen;
+            }
+        }
+        if (!seen)
+            return "the __cxa_throw of " + module_of(reinterpret_cast<void*>(&g_next_throw)) +
+                   " is not exported (a version script's local:, -Wl,--exclude-libs): only the throws of its own code "
+                   "are recorded; export __cxa_throw and tracetree_* from it (a version script's global:; "
+                   "--exclude-libs hides an archive's symbols for good: link the control code as an object)";
+    }
+    if (seen) return "";
     const auto found = [](const char* name) { return dlsym(RTLD_DEFAULT, name) != nullptr; };
     if (!found("__cxa_allocate_exception"))
         return "the C++ runtime is linked into the program (-static, -static-libstdc++): its __cxa_throw comes first";
