@@ -202,14 +202,22 @@ inline AdminServer::AdminServer(const std::string& address, AdminServerOptions o
     if (host == "localhost") host = "127.0.0.1";
     if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
     const std::optional<Address> bound = parse_address(host);
-    unsigned long port = 0;
-    bool port_ok = port_text.size() >= 2 && port_text.size() <= 6;
-    for (const char c : port_text.substr(port_text.empty() ? 0 : 1))
-        port_ok = port_ok && c >= '0' && c <= '9' && ((port = port * 10 + static_cast<unsigned long>(c - '0')), port <= 65535);
-    if (!split || !bound || !port_ok)
-        throw std::invalid_argument("tracetree: AdminServer: '" + address +
-                                    "' is not an address to listen on: an IPv4 or [IPv6] address or localhost, ':', a port "
-                                    "(0 for any free one)");
+    const std::string_view digits = port_text.substr(port_text.empty() ? 0 : 1);
+    bool number = !digits.empty();
+    unsigned long port = 0;  // stops growing past the range
+    for (const char c : digits) {
+        number = number && c >= '0' && c <= '9';
+        if (number && port <= 65535) port = port * 10 + static_cast<unsigned long>(c - '0');
+    }
+    const std::string wrong = !split              ? "an [IPv6] address is written [ADDRESS]:PORT"
+                              : port_text.empty() ? "it has no ':PORT'"
+                              : !bound            ? "'" + host + "' is not an IPv4 or [IPv6] address or localhost"
+                              : !number           ? "the port '" + std::string(digits) + "' is not a number"
+                              : port > 65535      ? "the port " + std::string(digits) + " is out of range"
+                                                  : "";
+    if (!wrong.empty())
+        throw std::invalid_argument("tracetree: AdminServer: '" + address + "' is not an address to listen on: " + wrong +
+                                    " (an IPv4 or [IPv6] address or localhost, ':', a port from 0 to 65535, 0 for any free one)");
     if (!is_loopback(*bound) && options_.admin.token.empty() && options_.admin.allowed_peers.empty())
         throw std::invalid_argument("tracetree: AdminServer: '" + address +
                                     "' is not a loopback address; listening there needs AdminOptions::token or "
@@ -351,10 +359,33 @@ inline void AdminServer::run() {
         std::fprintf(stderr, "tracetree: the admin listener on port %d stops: %s\n", port_, e.what());
     }
     owns_its_descriptors();  // stopped without having noticed: says so now, and stop() leaves them be
-    // Stopping: the calls that wait end now; their threads are joined before their connections go.
+    // Stopping (at the program's exit too): the calls that wait end now and answer with what they
+    // collected; their threads are joined, and the answers sent for up to a second in all (a client
+    // that reads slower loses the rest) before the connections go.
     handler_.shutdown();
-    for (auto& c : connections_) {
+    for (auto& c : connections_)
         if (c->call.joinable()) c->call.join();
+    {
+        std::lock_guard<std::mutex> lock(finished_mutex_);
+        answered_.swap(finished_);
+    }
+    for (Connection* c : answered_) {
+        if (c->foreign || !owns(c->fd, c->id)) continue;
+        c->state = Connection::State::writing;
+        if (c->out.empty()) fail(*c, "no memory to answer this call");
+        else write_some(*c);
+    }
+    answered_.clear();
+    using detail::admin::ServerClock;
+    const auto until = ServerClock::now() + std::chrono::duration_cast<ServerClock::duration>(
+                                                std::min<Nanos>(options_.write_timeout, std::chrono::seconds(1)));
+    for (auto& c : connections_) {
+        while (c->fd >= 0 && !c->foreign && c->state == Connection::State::writing) {
+            pollfd polled{c->fd, POLLOUT, 0};
+            const int ready = ::poll(&polled, 1, detail::admin::poll_timeout(until, ServerClock::now()));
+            if (ready == 0 || (ready < 0 && errno != EINTR)) break;
+            if (ready > 0) write_some(*c);
+        }
         if (c->fd >= 0) forget(*c);
     }
     connections_.clear();
