@@ -268,7 +268,7 @@ inline AdminServer::AdminServer(const std::string& address, AdminServerOptions o
     handler_.server_note_ = [this] { return note(); };
     try {
         poller_ = std::thread([this] { run(); });
-    } catch (const std::system_error& e) {
+    } catch (const std::exception& e) {  // no thread, or no memory for one
         fail("cannot start a thread for", e.what());
     }
 }
@@ -408,8 +408,8 @@ inline void AdminServer::serve() {
             // sends after its request do not wake the poller for ever.
             const bool calling = c->state == Connection::State::calling;
             const short events = calling ? POLLRDHUP : c->state == Connection::State::writing ? POLLOUT : POLLIN;
-            // Once cancelled, the call's socket is left out: a hang-up stays reported, and would spin the poller until the
-            // call returns.
+            // Once cancelled, a gone client is not polled: its POLLHUP would wake the poller until the
+            // call returns. Nor is a socket closed under the poller (foreign): the number is not its own.
             polled.push_back({(calling && c->cancel->cancelled()) || c->foreign ? -1 : c->fd, events, 0});
             if (c->state != Connection::State::calling) {
                 const int left = poll_timeout(c->deadline, now);
