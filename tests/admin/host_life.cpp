@@ -4,7 +4,8 @@
 // exits 1 on a failure.
 //
 //   admin-host-life thread-cap     no thread can be created (RLIMIT_NPROC, as another user when root;
-//                                  else an address-space limit): a request answers 503 with the reason,
+//                                  else, not under a sanitizer, an address-space limit with glibc's
+//                                  cache of thread stacks off): a request answers 503 with the reason,
 //                                  the listener goes on and answers 200 once threads can be had again
 //   admin-host-life emfile         out of descriptors (every one taken) with a client in the backlog: the
 //                                  poller's CPU time stays under 5% of the wall time (it backs off
@@ -68,6 +69,18 @@ constexpr int kForks = 200;
 #endif
 #else
 constexpr int kForks = 200;
+#endif
+// A sanitizer's shadow memory does not fit under an address-space limit.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
 #endif
 
 int connect_to(int port) {
@@ -175,7 +188,15 @@ void thread_cap() {
     const char* how = "RLIMIT_NPROC";
     rlimit address_space{};
     ::getrlimit(RLIMIT_AS, &address_space);
-    if (thread_starts()) {  // no user to be, or not enforced here: no room for a thread's stack instead
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    if (thread_starts() && !kSanitized && (tunables == nullptr || std::strstr(tunables, "stack_cache_size=0") == nullptr)) {
+        // No user to be, or not enforced here: no room for a thread's stack instead, which glibc
+        // would take from its cache of exited threads' stacks; again with that cache off.
+        std::fflush(stdout);
+        ::setenv("GLIBC_TUNABLES", "glibc.pthread.stack_cache_size=0", 1);
+        ::execl("/proc/self/exe", "admin-host-life", "thread-cap", static_cast<char*>(nullptr));
+    }
+    if (thread_starts() && !kSanitized) {
         how = "RLIMIT_AS";
         long pages = 0;
         if (std::FILE* statm = std::fopen("/proc/self/statm", "r")) {
@@ -187,7 +208,8 @@ void thread_cap() {
         ::setrlimit(RLIMIT_AS, &tight);
     }
     if (thread_starts()) {
-        std::printf("skipped: no thread cap could be set here (neither RLIMIT_NPROC nor RLIMIT_AS holds)\n");
+        std::printf("skipped: no thread cap could be set here (RLIMIT_NPROC does not hold; RLIMIT_AS %s)\n",
+                    kSanitized ? "is not tried under a sanitizer" : "does not hold either");
         return;
     }
     std::printf("capped with %s\n", how);
