@@ -117,6 +117,7 @@ public:
     bool wait_for_waiting(std::size_t count, Nanos timeout) const;  // until waiting() == count; false on timeout
 
 private:
+    friend class AdminServer;  // sets server_note_
     struct Waiter;
     AdminResponse dispatch(const AdminRequest& request);
     AdminResponse wait_for(const AdminRequest& request, const std::string& endpoint,
@@ -136,6 +137,7 @@ private:
     std::string recorder_pattern_;
     Nanos recorder_cost_{0};
     bool recorder_running_ = false;
+    std::function<std::string()> server_note_;  // the listener's trouble for the index page; set before any call
 };
 
 // =================================================================================================
@@ -1236,6 +1238,10 @@ inline std::string AdminHandler::index_page() {
     body << "<h1>tracetree</h1>\n<p class=\"note\">version " << html(info.version) << ", recorder in <code>"
          << html(info.module) << "</code>, " << info.threads << " thread(s) recorded, " << info.nodes
          << " nodes allocated. Every endpoint takes <code>format=</code> as listed; see docs/admin.md.</p>\n";
+    if (server_note_) {
+        const std::string note = server_note_();
+        if (!note.empty()) body << "<p id=\"listener\" class=\"note\">" << html(note) << ".</p>\n";
+    }
 
     const auto field = [](const char* label, const char* name, const char* value, const char* css = "") {
         return std::string("<label>") + label + " <input type=\"text\" name=\"" + name + "\" value=\"" + value + "\"" +

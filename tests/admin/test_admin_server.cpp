@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <string>
+#include <utility>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
@@ -152,9 +153,25 @@ TEST_CASE("AdminServer: listening outside loopback needs a token or allowed_peer
             CHECK_MESSAGE(contains(e.what(), "AdminOptions::token or AdminOptions::allowed_peers"), address);
         }
     }
-    for (const char* address : {"127.0.0.1", "127.0.0.1:65536", "127.0.0.1:x", "host.example:1", ":80", "[::1:80", ""}) {
-        CHECK_THROWS_WITH_AS(tracetree::AdminServer{address}, doctest::Contains("is not an address to listen on"),
-                             std::invalid_argument);
+    // Each refusal names what is wrong (issue 43).
+    const std::pair<const char*, const char*> wrong[] = {
+        {"127.0.0.1", "it has no ':PORT'"},
+        {"", "it has no ':PORT'"},
+        {"127.0.0.1:65536", "the port 65536 is out of range"},
+        {"127.0.0.1:99999", "the port 99999 is out of range"},
+        {"127.0.0.1:123456789012345678901234567890", "the port 123456789012345678901234567890 is out of range"},
+        {"127.0.0.1:x", "the port 'x' is not a number"},
+        {"127.0.0.1:", "the port '' is not a number"},
+        {"127.0.0.1:-1", "the port '-1' is not a number"},
+        {"host.example:1", "'host.example' is not an IPv4 or [IPv6] address or localhost"},
+        {":80", "'' is not an IPv4 or [IPv6] address or localhost"},
+        {"[::1:80", "an [IPv6] address is written [ADDRESS]:PORT"},
+    };
+    for (const auto& refused : wrong) {
+        CAPTURE(refused.first);
+        const std::string expected = std::string("is not an address to listen on: ") + refused.second +
+                                     " (an IPv4 or [IPv6] address or localhost, ':', a port from 0 to 65535, 0 for any free one)";
+        CHECK_THROWS_WITH_AS(tracetree::AdminServer{refused.first}, doctest::Contains(expected.c_str()), std::invalid_argument);
     }
     tracetree::AdminServer localhost("localhost:0");
     CHECK(localhost.port() > 0);
@@ -185,6 +202,8 @@ TEST_CASE("TRACETREE_ADMIN: the value starts a listener for the process, or says
         {"127.0.0.1:0;colour=red", "'colour' is not an option, or it has no value; no admin listener started"},
         {"127.0.0.1:0;allowed_peers=10.0.0.0/33", "AdminOptions::allowed_peers holds addresses or networks in CIDR notation"},
         {"127.0.0.1", "is not an address to listen on"},
+        {"127.0.0.1:99999", "tracetree: TRACETREE_ADMIN (127.0.0.1:99999): AdminServer: '127.0.0.1:99999' is not an address to "
+                            "listen on: the port 99999 is out of range"},
     };
     for (const Refused& r : refused) {
         CAPTURE(r.value);

@@ -46,8 +46,8 @@ inline std::string peer_text(const std::string& address, int port) {
 // While it lives, a thread watches `fd` and cancels `token` when the client hangs up, resets, or
 // shuts down its sending side (POLLRDHUP; bytes it sends, a pipelined request, do not count). The
 // destructor stops the watch and returns once the thread has: the call has answered by then, and
-// the socket is still open. Without a descriptor, a pipe or a thread, there is no watch: the call
-// runs to its end, as it would without a token.
+// the socket is still open. Without a descriptor, a pipe or a thread (or the memory for one), there
+// is no watch: the call runs to its end, as it would without a token.
 class HangupWatch {
 public:
     HangupWatch(int fd, std::shared_ptr<CancelToken> token) {
@@ -59,7 +59,7 @@ public:
                 }
                 if (polled[0].revents != 0) token->cancel();
             });
-        } catch (const std::system_error&) {
+        } catch (const std::exception&) {  // no thread, or no memory for one: no watch
             close_pipe();
         }
     }
