@@ -184,6 +184,42 @@ TEST_CASE("the admin's HTML answer shows the hot node's line in red, with a titl
     CHECK(tracetree::detail::admin::as_page("", "t", "plain\n").body.find("class=\"hot\"") == std::string::npos);
 }
 
+namespace hot_work {
+void outer() {
+    TRACETREE_FUNCTION();
+    { TRACETREE_SCOPE("hot_work_fast"); advance(1ms); }
+    { TRACETREE_SCOPE("hot_work_slow"); advance(5ms); }
+}
+}  // namespace hot_work
+
+static tracetree::AdminRequest admin_request(const std::string& method, const std::string& target) {
+    tracetree::AdminRequest request;
+    request.method = method;
+    request.target = "/debug/tracetree" + target;
+    request.host = "127.0.0.1:7746";
+    request.peer = "127.0.0.1:53122";
+    return request;
+}
+
+TEST_CASE("over HTTP the recorder's and the profile's text mark the hot line, their HTML shows it in red") {
+    FakeClock clock;
+    tracetree::AdminHandler handler;
+    REQUIRE(handler.handle(admin_request("POST", "/recorder/start?pattern=hot_work::outer")).status == 200);
+    hot_work::outer();
+    for (const std::string target : {"/recorder", "/profile"}) {
+        CAPTURE(target);
+        const std::string text = handler.handle(admin_request("GET", target)).body;
+        const std::vector<std::string> marked = lines_with(text, " <- hot");
+        REQUIRE(marked.size() == 1);
+        CHECK(marked[0].find("] hot_work_slow #") != std::string::npos);
+        const std::string page = handler.handle(admin_request("GET", target + "?format=html")).body;
+        const std::vector<std::string> red = lines_with(page, "<span class=\"hot\" title=");
+        REQUIRE(red.size() == 1);
+        CHECK(red[0].find("] hot_work_slow #") != std::string::npos);
+    }
+    CHECK(handler.handle(admin_request("POST", "/recorder/stop")).status == 200);
+}
+
 TEST_CASE("nesting uses | and blank indents; throws, drops and fields are shown") {
     tracetree::Trace trace;
     trace.start = std::chrono::system_clock::time_point(std::chrono::seconds(0));
