@@ -49,7 +49,7 @@ class RenderOptions {
 public:
     RenderOptions& colour(Colour colour) { colour_ = colour; return *this; }
     RenderOptions& utc(bool on = true) { utc_ = on; return *this; }  // ts= in UTC instead of local time
-    // Without colour, end the costliest node's line with ` <- hot` (the node colour shows in red).
+    // Without colour, end the costliest node's line with ` <- hot` (with colour that node is red instead).
     RenderOptions& hot_marker(bool on = true) { hot_marker_ = on; return *this; }
     Colour colour() const { return colour_; }
     bool utc() const { return utc_; }
