@@ -3,6 +3,8 @@
 #include "golden.hpp"
 #include "support.hpp"
 
+#include <tracetree/admin.hpp>  // the HTML answer's hot line
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -129,6 +131,93 @@ TEST_CASE("colour marks the costliest node below the root, when asked or on a te
     std::ostringstream automatic;  // a string stream is no terminal
     tracetree::render(automatic, tomcat_trace(), tracetree::RenderOptions().utc());
     CHECK(automatic.str().find('\x1b') == std::string::npos);
+}
+
+static std::vector<std::string> lines_with(const std::string& text, const std::string& part) {
+    std::vector<std::string> found;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.find(part) != std::string::npos) found.push_back(line);
+    return found;
+}
+
+TEST_CASE("without colour, to_string marks the costliest node's line with ` <- hot`, and only that line") {
+    tracetree::Trace trace = tomcat_trace();
+    trace.root.children[1].values = {{"name", "\"x\""}};  // the hot node's values stay unmarked
+    const std::string text = tracetree::to_string(trace);
+    CHECK(lines_with(text, " <- hot") ==
+          std::vector<std::string>{"        +---[56.36% min=0.0045ms,max=34.48ms,total=74.2ms,count=31] "
+                                   "TomcatJarInputStream::getNextJarEntry() #117 <- hot"});
+    CHECK(text.find('\x1b') == std::string::npos);
+    // Asked for explicitly, as the admin text answer does; across a profile's roots as colour is.
+    tracetree::ThreadProfile thread;
+    thread.roots = {trace.root, node("other()", 3, 1, 1ms)};
+    thread.roots[1].children.push_back(node("slow()", 4, 1, 900us));
+    const std::string profile = tracetree::to_string(thread, tracetree::RenderOptions().colour(tracetree::Colour::never).hot_marker());
+    CHECK(lines_with(profile, " <- hot").size() == 1);
+    CHECK(lines_with(profile, "TomcatJarInputStream::getNextJarEntry() #117 <- hot").size() == 1);
+}
+
+TEST_CASE("Colour::never without hot_marker, and render to a non-terminal, stay Arthas's text byte for byte") {
+    CHECK(tracetree::to_string(tomcat_trace(), plain).find(" <- hot") == std::string::npos);
+    std::ostringstream automatic;
+    tracetree::render(automatic, tomcat_trace(), tracetree::RenderOptions().utc());
+    CHECK(automatic.str() == tracetree::to_string(tomcat_trace(), plain));
+    // In colour the red is the marker: no text marker besides it.
+    std::ostringstream red;
+    tracetree::render(red, tomcat_trace(), tracetree::RenderOptions().colour(tracetree::Colour::always).hot_marker().utc());
+    CHECK(red.str().find(" <- hot") == std::string::npos);
+    CHECK(red.str().find("\x1b[31m[56.36%") != std::string::npos);
+}
+
+TEST_CASE("the admin's HTML answer shows the hot node's line in red, with a title and a legend") {
+    const std::string text = "Kept traces:\n" + tracetree::to_string(tomcat_trace()) + "done <- hot\n";
+    const std::string page = tracetree::detail::admin::as_page("/tracetree", "trace", text).body;
+    const std::vector<std::string> hot = lines_with(page, "class=\"hot\" title=");
+    REQUIRE(hot.size() == 1);
+    CHECK(hot[0].find("+---<span class=\"hot\" title=\"") == 8);
+    CHECK(hot[0].find("TomcatJarInputStream::getNextJarEntry() #117 &lt;- hot</span>") != std::string::npos);
+    CHECK(page.find(".hot{") != std::string::npos);          // styled red
+    CHECK(page.find("<p class=\"note\"><span class=\"hot\">") != std::string::npos);  // the legend
+    CHECK(page.find("done &lt;- hot\n") != std::string::npos);  // not a tree line: not marked
+    // No hot line, no legend.
+    CHECK(tracetree::detail::admin::as_page("", "t", "plain\n").body.find("class=\"hot\"") == std::string::npos);
+}
+
+namespace hot_work {
+void outer() {
+    TRACETREE_FUNCTION();
+    { TRACETREE_SCOPE("hot_work_fast"); advance(1ms); }
+    { TRACETREE_SCOPE("hot_work_slow"); advance(5ms); }
+}
+}  // namespace hot_work
+
+static tracetree::AdminRequest admin_request(const std::string& method, const std::string& target) {
+    tracetree::AdminRequest request;
+    request.method = method;
+    request.target = "/debug/tracetree" + target;
+    request.host = "127.0.0.1:7746";
+    request.peer = "127.0.0.1:53122";
+    return request;
+}
+
+TEST_CASE("over HTTP the recorder's and the profile's text mark the hot line, their HTML shows it in red") {
+    FakeClock clock;
+    tracetree::AdminHandler handler;
+    REQUIRE(handler.handle(admin_request("POST", "/recorder/start?pattern=hot_work::outer")).status == 200);
+    hot_work::outer();
+    for (const std::string target : {"/recorder", "/profile"}) {
+        CAPTURE(target);
+        const std::string text = handler.handle(admin_request("GET", target)).body;
+        const std::vector<std::string> marked = lines_with(text, " <- hot");
+        REQUIRE(marked.size() == 1);
+        CHECK(marked[0].find("] hot_work_slow #") != std::string::npos);
+        const std::string page = handler.handle(admin_request("GET", target + "?format=html")).body;
+        const std::vector<std::string> red = lines_with(page, "<span class=\"hot\" title=");
+        REQUIRE(red.size() == 1);
+        CHECK(red[0].find("] hot_work_slow #") != std::string::npos);
+    }
+    CHECK(handler.handle(admin_request("POST", "/recorder/stop")).status == 200);
 }
 
 TEST_CASE("nesting uses | and blank indents; throws, drops and fields are shown") {

@@ -637,7 +637,7 @@ inline const char* kStyle =
     "h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}"
     "pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:13px}"
     "form{margin:.4em 0}label{margin-right:.8em}input[type=text]{width:22em}input.n{width:5em}"
-    "svg{max-width:100%;height:auto}code{background:#f2f2f2}.note{color:#666}";
+    "svg{max-width:100%;height:auto}code{background:#f2f2f2}.note{color:#666}.hot{color:#c00}";
 
 inline std::string page(const std::string& title, const std::string& body) {
     return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html(title) +
@@ -652,10 +652,31 @@ inline AdminResponse html_response(std::string body, int status = 200) {
     return out;
 }
 
-// A text answer as a page for the forms: the text, and the way back.
+// A text answer as a page for the forms: the text, and the way back. A tree line that render's
+// marker ends (`+---[...] name <- hot`) is the hot node's: red, with a title and a legend.
 inline AdminResponse as_page(const std::string& prefix, const std::string& title, const std::string& body) {
+    const std::string_view marker = kHotMarker;
+    std::string text;
+    bool hot = false;
+    for (std::size_t start = 0; start < body.size();) {
+        const std::size_t end = std::min(body.find('\n', start), body.size());
+        const std::string_view line(body.data() + start, end - start);
+        const std::size_t tree = line.find_first_not_of(" |");
+        if (line.size() > marker.size() && line.substr(line.size() - marker.size()) == marker && tree != line.npos &&
+            (line.substr(tree, 5) == "+---[" || line.substr(tree, 5) == "`---[")) {
+            text += html(line.substr(0, tree + 4)) + "<span class=\"hot\" title=\"hot path: the costliest call below the root\">" +
+                    html(line.substr(tree + 4)) + "</span>";
+            hot = true;
+        } else {
+            text += html(line);
+        }
+        if (end < body.size()) text += '\n';
+        start = end + 1;
+    }
+    const char* legend = "<p class=\"note\"><span class=\"hot\">Red, ending &lt;- hot</span>: the costliest call below "
+                         "the root, where the time went.</p>\n";
     return html_response(page(title, "<p><a href=\"" + html(prefix) + "/\">&larr; tracetree</a></p>\n<h1>" + html(title) +
-                                         "</h1>\n<pre>" + html(body) + "</pre>\n"));
+                                         "</h1>\n<pre>" + text + "</pre>\n" + (hot ? legend : "")));
 }
 
 // The answer in the format asked: "text", "json" (already JSON in `json`) or "html".
@@ -974,7 +995,7 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
             return response("application/json", whole(kept, options_.max_body, "the profile's JSON"));
         }
         if (format == "human") render_human(out, shown);
-        else render(out, shown, RenderOptions().colour(Colour::never));
+        else render(out, shown, RenderOptions().colour(Colour::never).hot_marker());
         return answer(format, options_.prefix, "profile", cut_lines(kept, options_.max_body, "the profile"), "");
     }
     if (endpoint == "timeline") {
@@ -1063,7 +1084,7 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
     const bool as_json = format == "json";
     BoundedBuffer values(options_.max_body);
     std::ostream out(&values);
-    const RenderOptions plain = RenderOptions().colour(Colour::never);
+    const RenderOptions plain = RenderOptions().colour(Colour::never).hot_marker();
     // Adds one value; false, leaving it out, when it does not fit in max_body.
     const auto add = [&](const auto& value, std::size_t index) {
         const std::size_t before = values.size();
@@ -1210,7 +1231,7 @@ inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint
             out << (shown == 0 ? "\n" : ",\n");
             write_json_value(out, kept[shown]);
         } else {
-            render(out, kept[shown], RenderOptions().colour(Colour::never));
+            render(out, kept[shown], RenderOptions().colour(Colour::never).hot_marker());
         }
         if (!values.overflowed()) continue;
         values.rewind(before);

@@ -20,7 +20,9 @@
 // handoff.hpp) as `[continued]`, its innermost node `[continued on <thread>]`, in place of the cost; a
 // call merged with such a path (`profile().merged()`) as `[total includes Xms continued under it;
 // min,max: its own calls]` after its name; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
-// (id in decimal, as Arthas 4 prints it); the costliest node below the root in red.
+// (id in decimal, as Arthas 4 prints it); the costliest node below the root in red. Where colour is off
+// and the options ask for it (to_string's default does, render()'s does not), that node's line ends
+// with ` <- hot` instead: without it the text is Arthas's byte for byte.
 #ifndef TRACETREE_RENDER_HPP
 #define TRACETREE_RENDER_HPP
 
@@ -47,12 +49,16 @@ class RenderOptions {
 public:
     RenderOptions& colour(Colour colour) { colour_ = colour; return *this; }
     RenderOptions& utc(bool on = true) { utc_ = on; return *this; }  // ts= in UTC instead of local time
+    // Without colour, end the costliest node's line with ` <- hot` (with colour that node is red instead).
+    RenderOptions& hot_marker(bool on = true) { hot_marker_ = on; return *this; }
     Colour colour() const { return colour_; }
     bool utc() const { return utc_; }
+    bool hot_marker() const { return hot_marker_; }
 
 private:
     Colour colour_ = Colour::automatic;
     bool utc_ = false;
+    bool hot_marker_ = false;
 };
 
 void render(std::ostream& out, const Trace& trace, const RenderOptions& options = {});
@@ -61,10 +67,10 @@ void render(std::ostream& out, const Profile& profile, const RenderOptions& opti
 void render(std::ostream& out, const ThreadProfile& thread, const RenderOptions& options = {});
 void render(std::ostream& out, const ThreadProfile& thread, std::chrono::system_clock::time_point taken,
             const RenderOptions& options = {});
-// As render(), without colour unless asked.
-std::string to_string(const Trace& trace, const RenderOptions& options = RenderOptions().colour(Colour::never));
-std::string to_string(const Profile& profile, const RenderOptions& options = RenderOptions().colour(Colour::never));
-std::string to_string(const ThreadProfile& thread, const RenderOptions& options = RenderOptions().colour(Colour::never));
+// As render(), without colour unless asked and, by default, with the ` <- hot` marker.
+std::string to_string(const Trace& trace, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker());
+std::string to_string(const Profile& profile, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker());
+std::string to_string(const ThreadProfile& thread, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker());
 
 // The other sessions, as Arthas prints them.
 void render(std::ostream& out, const StackTrace& stack, const RenderOptions& options = {});  // `stack`
@@ -86,6 +92,9 @@ inline bool use_colour(std::ostream& out, Colour colour) {
 #endif
     return false;
 }
+
+// Ends the hot node's line when colour is off; admin.hpp finds it to mark the line in its HTML.
+inline constexpr const char* kHotMarker = " <- hot";
 
 // The cost bracket: root `[Xms]`, a call `[P.PP% Xms ]`, folded `[P.PP% min=..,max=..,total=..,count=N]`.
 // `parent` is null for roots and for children of a still-running node (no total to divide by).
@@ -139,7 +148,8 @@ inline std::string throw_text(const Node& node) {
 // appends and a single write, not strings of its own.
 struct TreeWriter {
     std::ostream& out;
-    const Node* highlighted;  // null: no colour
+    const Node* highlighted;  // null: no colour, no marker
+    bool colour;              // false: the marker instead
     std::string prefix = "    ";
     std::string text{};
 
@@ -151,9 +161,10 @@ struct TreeWriter {
             out.write(text.data(), static_cast<std::streamsize>(text.size()));
             return;
         }
-        if (&node == highlighted) text += "\x1b[31m";
+        const bool red = colour && &node == highlighted;
+        if (red) text += "\x1b[31m";
         append_cost(text, node, parent);
-        text += &node == highlighted ? " \x1b[m" : " ";
+        text += red ? " \x1b[m" : " ";
         text += node.name;
         if (with_line && node.line != 0) text.append(" #").append(std::to_string(node.line));
         if (node.throws == 1) text += " [throws Exception]";
@@ -163,6 +174,7 @@ struct TreeWriter {
             append_java_millis(text, node.continued_total);
             text += node.count > 1 ? "ms continued under it; min,max: its own calls]" : "ms continued under it]";
         }
+        if (!colour && &node == highlighted) text += kHotMarker;
         text += '\n';
         const std::size_t outer = prefix.size();
         prefix += last ? "    " : "|   ";
@@ -241,9 +253,9 @@ inline void human_table(std::ostream& out, const std::string& title, const std::
 
 inline void render(std::ostream& out, const Trace& trace, const RenderOptions& options) {
     detail::write_header(out, trace.start, trace.thread_name, trace.thread_id, trace.fields, options.utc());
-    const Node* highlighted =
-        detail::use_colour(out, options.colour()) ? detail::costliest_below(trace.root, nullptr) : nullptr;
-    detail::TreeWriter{out, highlighted}.line(true, trace.root, nullptr, false);
+    const bool colour = detail::use_colour(out, options.colour());
+    const Node* highlighted = colour || options.hot_marker() ? detail::costliest_below(trace.root, nullptr) : nullptr;
+    detail::TreeWriter{out, highlighted, colour}.line(true, trace.root, nullptr, false);
     out << '\n';
 }
 
@@ -254,10 +266,11 @@ inline void render(std::ostream& out, const ThreadProfile& thread, std::chrono::
     if (thread.dropped_depth != 0) fields.emplace_back("dropped_depth", std::to_string(thread.dropped_depth));
     if (thread.dropped_nodes != 0) fields.emplace_back("dropped_nodes", std::to_string(thread.dropped_nodes));
     detail::write_header(out, taken, thread.thread_name, thread.thread_id, fields, options.utc());
+    const bool colour = detail::use_colour(out, options.colour());
     const Node* highlighted = nullptr;
-    if (detail::use_colour(out, options.colour()))
+    if (colour || options.hot_marker())
         for (const Node& root : thread.roots) highlighted = detail::costliest_below(root, highlighted);
-    detail::TreeWriter writer{out, highlighted};
+    detail::TreeWriter writer{out, highlighted, colour};
     for (std::size_t i = 0; i < thread.roots.size(); ++i) writer.line(i + 1 == thread.roots.size(), thread.roots[i], nullptr, false);
     out << '\n';
 }
