@@ -194,9 +194,12 @@ inline void merge_all(std::vector<Node>& into, const std::vector<Node>& from) {
         for (const Node& node : from) merge_into(into, node);
         return;
     }
-    const auto hash = [](const Node& node) {
-        const std::size_t name = std::hash<std::string_view>{}(node.name), file = std::hash<std::string_view>{}(node.file);
-        return name ^ (file * 0x9E3779B97F4A7C15u) ^ (std::size_t{node.line} << 8 | static_cast<std::size_t>(node.kind));
+    const auto hash = [](const Node& node) {  // mixed: sites of one name may differ by their line alone
+        constexpr std::size_t odd = static_cast<std::size_t>(0x9E3779B97F4A7C15u);
+        std::size_t h = std::hash<std::string_view>{}(node.name) ^ std::hash<std::string_view>{}(node.file) * odd;
+        h = (h ^ node.line) * odd;
+        h = (h ^ static_cast<std::size_t>(node.kind)) * odd;
+        return h ^ (h >> (sizeof h * 4));
     };
     std::size_t mask = 15;
     while (mask < 2 * (into.size() + from.size())) mask = mask << 1 | 1;

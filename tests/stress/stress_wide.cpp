@@ -217,6 +217,35 @@ TEST_CASE("Profile::merged() of 4 threads of 65,536 roots in different orders: e
     CHECK(root->max == std::chrono::nanoseconds(10));
 }
 
+TEST_CASE("Profile::merged(): sites of one name that differ by line, file or kind alone stay apart, each exact") {
+    // 4,096 sites named "same" on lines 1 .. 1,024 of two files, as calls and as throws, on two threads.
+    tracetree::Profile profile;
+    for (int t = 0; t < 2; ++t) {
+        tracetree::ThreadProfile thread;
+        for (std::uint32_t i = 0; i < 4096; ++i) {
+            const std::uint32_t k = t == 0 ? i : 4095 - i;
+            tracetree::Node node;
+            node.name = "same";
+            node.kind = k % 2 == 0 ? tracetree::NodeKind::call : tracetree::NodeKind::thrown;
+            node.file = k / 2 % 2 == 0 ? "a.cpp" : "b.cpp";
+            node.line = k / 4 + 1;
+            node.count = k + 1;
+            thread.roots.push_back(node);
+        }
+        profile.threads.push_back(std::move(thread));
+    }
+    const tracetree::ThreadProfile all = profile.merged();
+    REQUIRE(all.roots.size() == 4096);
+    std::uint32_t wrong = 0;
+    for (std::uint32_t k = 0; k < 4096; ++k) {
+        const tracetree::Node& node = all.roots[k];
+        const bool exact = node.kind == profile.threads[0].roots[k].kind && node.file == profile.threads[0].roots[k].file &&
+                           node.line == k / 4 + 1 && node.count == 2 * (k + 1);
+        wrong += exact ? 0 : 1;
+    }
+    CHECK(wrong == 0);
+}
+
 TEST_CASE("a thread's first scope does not wait for another thread's exit to fold its tree") {
     // The rooms of a recorder of its own: this test holds the lock an exit folds under, standing for a
     // fold that takes long, while one thread exits (it waits for that lock) and another starts.

@@ -183,29 +183,33 @@ public:
             profile.reset();
         }
         state.retire();
-        std::shared_ptr<Tree> tree;  // freed last, outside both locks
-        // The fold, under the exited threads' lock alone: a thread starting meanwhile does not wait for
-        // it. Snapshots take that lock first, so they see this thread live or exited, never both.
+        // Under the exited threads' lock alone: a thread starting meanwhile does not wait for the fold.
+        // Snapshots take that lock first, so they see this thread live or exited, never both.
         std::lock_guard<std::mutex> exited_lock(exited_mutex_);
+        Limits limits;
+        {
+            // Once in retired_, the state may be freed by another thread's retire(), which waits for
+            // exited_lock: `state` is not used past this block. Its tree's chunks go back before the
+            // fold and before a thread starting meanwhile takes its first (stress-churn bounds them).
+            std::lock_guard<std::mutex> lock(mutex_);
+            limits = limits_;
+            state.main.reset();
+            try {
+                auto self = std::find_if(live_.begin(), live_.end(), [&](const auto& p) { return p.get() == &state; });
+                if (self != live_.end()) {
+                    retired_.push_back(std::move(*self));
+                    live_.erase(self);
+                }
+                while (retired_.size() > kRetiredKept) retired_.pop_front();
+            } catch (...) {
+            }
+        }
         try {
             if (profile) {
                 if (resets_ != resets_before) profile->roots.clear();  // taken before a reset() that has run since
-                const Limits now = limits();
-                exited_.add(std::move(*profile), now);
-                if (!timeline.spans.empty() || timeline.dropped != 0) exited_.add(std::move(timeline), now, timeline_limit_.load());
+                exited_.add(std::move(*profile), limits);
+                if (!timeline.spans.empty() || timeline.dropped != 0) exited_.add(std::move(timeline), limits, timeline_limit_.load());
             }
-        } catch (...) {
-        }
-        // Last: once in retired_, the state may be freed by another thread's retire().
-        std::lock_guard<std::mutex> lock(mutex_);
-        tree.swap(state.main);
-        try {
-            auto self = std::find_if(live_.begin(), live_.end(), [&](const auto& p) { return p.get() == &state; });
-            if (self != live_.end()) {
-                retired_.push_back(std::move(*self));
-                live_.erase(self);
-            }
-            while (retired_.size() > kRetiredKept) retired_.pop_front();
         } catch (...) {
         }
     }
@@ -216,11 +220,10 @@ public:
         const double ratio = clock_.ns_per_tick();
         std::vector<std::pair<std::shared_ptr<ThreadState>, std::shared_ptr<Tree>>> live;
         {
+            // Both locks: each thread is seen live or exited, never both nor neither.
             std::lock_guard<std::mutex> exited_lock(exited_mutex_);
-            {
-                std::lock_guard<std::mutex> lock(mutex_);
-                for (const auto& state : live_) live.emplace_back(state, state->main);
-            }
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (const auto& state : live_) live.emplace_back(state, state->main);
             result.threads = exited_.profiles();
         }
         for (const auto& [state, tree] : live) result.threads.push_back(thread_profile(*state, tree.get(), ratio));
@@ -325,10 +328,8 @@ public:
         std::vector<std::shared_ptr<ThreadState>> live;
         {
             std::lock_guard<std::mutex> exited_lock(exited_mutex_);
-            {
-                std::lock_guard<std::mutex> lock(mutex_);
-                live = live_;
-            }
+            std::lock_guard<std::mutex> lock(mutex_);
+            live = live_;
             result.threads = exited_.timelines();
         }
         for (const auto& state : live) result.threads.push_back(thread_timeline(*state, ratio));
