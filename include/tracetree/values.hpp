@@ -9,9 +9,12 @@
 
 #include <algorithm>  // std::min, std::max
 #include <chrono>     // durations and wall-clock times
+#include <cstddef>
 #include <cstdint>
+#include <functional> // std::hash of names and files, to merge wide trees
 #include <optional>   // a throw's message: absent when the exception has no what()
 #include <string>
+#include <string_view>
 #include <utility>    // std::pair
 #include <vector>
 
@@ -187,6 +190,43 @@ inline void merge_into(std::vector<Node>& into, const Node& node) {
     }
     into.push_back(node);
 }
+// Each of `from` merged into `into` as merge_into() does it, in time linear in both: a scan of the
+// siblings per node made a thread of 64k distinct names cost seconds to fold (issue 42). Past a few
+// siblings they are found by a hash of their site; the first of equal sites in `into` still wins.
+inline void merge_all(std::vector<Node>& into, const std::vector<Node>& from) {
+    if (from.size() <= 1 || into.size() + from.size() <= 16) {  // a hash costs more than a scan
+        for (const Node& node : from) merge_into(into, node);
+        return;
+    }
+    const auto hash = [](const Node& node) {  // mixed: sites of one name may differ by their line alone
+        constexpr std::size_t odd = static_cast<std::size_t>(0x9E3779B97F4A7C15u);
+        std::size_t h = std::hash<std::string_view>{}(node.name) ^ std::hash<std::string_view>{}(node.file) * odd;
+        h = (h ^ node.line) * odd;
+        h = (h ^ static_cast<std::size_t>(node.kind)) * odd;
+        return h ^ (h >> (sizeof h * 4));
+    };
+    std::size_t mask = 15;
+    while (mask < 2 * (into.size() + from.size())) mask = mask << 1 | 1;
+    std::vector<std::size_t> slots(mask + 1, 0);  // an index into `into`, plus one; 0: free
+    const auto slot_of = [&](const Node& node) {  // its site's slot, or the free slot where it goes
+        std::size_t slot = hash(node) & mask;
+        while (slots[slot] != 0 && !into[slots[slot] - 1].same_site(node)) slot = (slot + 1) & mask;
+        return slot;
+    };
+    for (std::size_t i = 0; i < into.size(); ++i) {
+        const std::size_t slot = slot_of(into[i]);
+        if (slots[slot] == 0) slots[slot] = i + 1;
+    }
+    for (const Node& node : from) {
+        const std::size_t slot = slot_of(node);
+        if (slots[slot] != 0) {
+            into[slots[slot] - 1].merge(node);
+        } else {
+            into.push_back(node);
+            slots[slot] = into.size();
+        }
+    }
+}
 }  // namespace detail
 
 inline Nanos Node::self() const {
@@ -215,14 +255,14 @@ inline void Node::merge(const Node& other) {
     dropped += other.dropped;
     if (other.message) message = other.message;
     values.insert(values.end(), other.values.begin(), other.values.end());
-    for (const Node& child : other.children) detail::merge_into(children, child);
+    detail::merge_all(children, other.children);
 }
 
 inline ThreadProfile Profile::merged() const {
     ThreadProfile all;
     all.thread_name = "all threads";
     for (const ThreadProfile& thread : threads) {
-        for (const Node& root : thread.roots) detail::merge_into(all.roots, root);
+        detail::merge_all(all.roots, thread.roots);
         all.dropped_depth += thread.dropped_depth;
         all.dropped_nodes += thread.dropped_nodes;
     }

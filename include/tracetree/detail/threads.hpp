@@ -31,7 +31,7 @@ namespace detail {
 
 // What is kept of exited threads: folded by name; past max_exited_threads, into one entry for all the
 // others. Together they keep at most max_total_nodes nodes: what an entry cannot keep is counted as
-// not recorded. Guarded by the threads' lock.
+// not recorded. Guarded by Threads::exited_mutex_, not by the lock new threads take.
 class ExitedThreads {
 public:
     void add(ThreadProfile profile, const Limits& limits) {
@@ -119,7 +119,7 @@ private:
             return profiles_.back();
         }
         nodes_ -= count_nodes(same->roots);
-        for (const Node& root : profile.roots) merge_into(same->roots, root);
+        merge_all(same->roots, profile.roots);
         same->dropped_depth += profile.dropped_depth;
         same->dropped_nodes += profile.dropped_nodes;
         same->exited_threads += profile.exited_threads;
@@ -170,7 +170,7 @@ public:
         std::uint64_t resets_before = 0;
         try {
             {
-                std::lock_guard<std::mutex> lock(mutex_);
+                std::lock_guard<std::mutex> lock(exited_mutex_);
                 resets_before = resets_;
             }
             state.refresh_os_name();
@@ -183,21 +183,33 @@ public:
             profile.reset();
         }
         state.retire();
-        // Last: once in retired_, the state may be freed by another thread's retire().
-        std::lock_guard<std::mutex> lock(mutex_);
-        state.main.reset();
+        // Under the exited threads' lock alone: a thread starting meanwhile does not wait for the fold.
+        // Snapshots take that lock first, so they see this thread live or exited, never both.
+        std::lock_guard<std::mutex> exited_lock(exited_mutex_);
+        Limits limits;
+        {
+            // Once in retired_, the state may be freed by another thread's retire(), which waits for
+            // exited_lock: `state` is not used past this block. Its tree's chunks go back before the
+            // fold and before a thread starting meanwhile takes its first (stress-churn bounds them).
+            std::lock_guard<std::mutex> lock(mutex_);
+            limits = limits_;
+            state.main.reset();
+            try {
+                auto self = std::find_if(live_.begin(), live_.end(), [&](const auto& p) { return p.get() == &state; });
+                if (self != live_.end()) {
+                    retired_.push_back(std::move(*self));
+                    live_.erase(self);
+                }
+                while (retired_.size() > kRetiredKept) retired_.pop_front();
+            } catch (...) {
+            }
+        }
         try {
             if (profile) {
                 if (resets_ != resets_before) profile->roots.clear();  // taken before a reset() that has run since
-                exited_.add(std::move(*profile), limits_);
-                if (!timeline.spans.empty() || timeline.dropped != 0) exited_.add(std::move(timeline), limits_, timeline_limit_.load());
+                exited_.add(std::move(*profile), limits);
+                if (!timeline.spans.empty() || timeline.dropped != 0) exited_.add(std::move(timeline), limits, timeline_limit_.load());
             }
-            auto self = std::find_if(live_.begin(), live_.end(), [&](const auto& p) { return p.get() == &state; });
-            if (self != live_.end()) {
-                retired_.push_back(std::move(*self));
-                live_.erase(self);
-            }
-            while (retired_.size() > kRetiredKept) retired_.pop_front();
         } catch (...) {
         }
     }
@@ -208,6 +220,8 @@ public:
         const double ratio = clock_.ns_per_tick();
         std::vector<std::pair<std::shared_ptr<ThreadState>, std::shared_ptr<Tree>>> live;
         {
+            // Both locks: each thread is seen live or exited, never both nor neither.
+            std::lock_guard<std::mutex> exited_lock(exited_mutex_);
             std::lock_guard<std::mutex> lock(mutex_);
             for (const auto& state : live_) live.emplace_back(state, state->main);
             result.threads = exited_.profiles();
@@ -219,6 +233,7 @@ public:
     }
 
     void reset() {
+        std::lock_guard<std::mutex> exited_lock(exited_mutex_);
         std::lock_guard<std::mutex> lock(mutex_);
         for (const auto& state : live_) {
             state->reset_requested.fetch_add(1);
@@ -285,6 +300,7 @@ public:
         if (max_spans < 1 || max_spans > (std::size_t{1} << 24))
             throw std::invalid_argument("tracetree: max_spans_per_thread must be between 1 and 16777216, got " +
                                         std::to_string(max_spans));
+        std::lock_guard<std::mutex> exited_lock(exited_mutex_);
         std::lock_guard<std::mutex> lock(mutex_);
         timeline_limit_.store(max_spans);
         exited_.clear_timelines();
@@ -311,6 +327,7 @@ public:
         }
         std::vector<std::shared_ptr<ThreadState>> live;
         {
+            std::lock_guard<std::mutex> exited_lock(exited_mutex_);
             std::lock_guard<std::mutex> lock(mutex_);
             live = live_;
             result.threads = exited_.timelines();
@@ -321,10 +338,17 @@ public:
         return result;
     }
 
+    // The lock an exit folds its tree under (no thread's first scope takes it): tests hold it to stand
+    // for a fold that takes long.
+    std::mutex& fold_lock() noexcept { return exited_mutex_; }
+
     // ---- fork(): the child forgets the other threads (their states are leaked, not destroyed: their
     // own mutexes may be held) ----
 
-    void lock() noexcept { mutex_.lock(); }
+    void lock() noexcept {  // in the order of every other use: the exited threads', then mutex_
+        exited_mutex_.lock();
+        mutex_.lock();
+    }
     void unlock_after_fork(bool child, const ThreadState* self) noexcept {
         if (child) {
             auto* orphans = new (std::nothrow) std::vector<std::shared_ptr<ThreadState>>;
@@ -333,6 +357,7 @@ public:
             live_.erase(std::remove(live_.begin(), live_.end(), nullptr), live_.end());
         }
         mutex_.unlock();
+        exited_mutex_.unlock();
     }
 
 private:
@@ -397,14 +422,18 @@ private:
     std::atomic<bool> timeline_on_{false};
     std::atomic<std::size_t> timeline_limit_{65536};
 
+    // Lock order: exited_mutex_, then mutex_ (fork() takes both in lock()); mutex_ is never held
+    // while exited_mutex_ is taken.
+    std::mutex exited_mutex_;  // the two below: an exit folds under this lock alone
+    std::uint64_t resets_ = 0;  // an exiting thread's data taken before a reset must not come back after it
+    ExitedThreads exited_;
+
     std::mutex mutex_;  // everything below
     std::uint8_t flags_ = kRecording;
     Limits limits_;
     std::uint32_t next_id_ = 1;
-    std::uint64_t resets_ = 0;  // an exiting thread's data taken before a reset must not come back after it
     std::vector<std::shared_ptr<ThreadState>> live_;
     std::deque<std::shared_ptr<ThreadState>> retired_;
-    ExitedThreads exited_;
 };
 
 }  // namespace detail
