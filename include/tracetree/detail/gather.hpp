@@ -45,7 +45,7 @@ inline void graft(Trace& trace, const Node& part, std::uint32_t level) {
         node = next;
     }
     if (node == nullptr || !node->continued) return;
-    for (const Node& child : node->children) merge_into(trace.root.children, child);
+    merge_all(trace.root.children, node->children);
 }
 
 }  // namespace detail

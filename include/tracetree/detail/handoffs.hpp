@@ -256,7 +256,7 @@ public:
             try {
                 std::vector<Node> roots = to_values(*own, clock_.ns_per_tick(), &own->messages, nullptr, state.thread_name());
                 ForkGate::Locked lock(gate, gather.mutex, state.id);
-                for (const Node& root : roots) merge_into(gather.parts, root);  // a coroutine's many resumptions: one part
+                merge_all(gather.parts, roots);  // a coroutine's many resumptions: one part
             } catch (...) {  // out of memory: the trace goes without this part
             }
             own->fold_into(arena, *state.main, 0, state.mutex);
