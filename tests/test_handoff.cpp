@@ -548,7 +548,7 @@ TEST_CASE("[queued] and [suspended]: the minimum and maximum are the waits', whi
         place = std::make_unique<tracetree::Coroutine>();
     }
     const tracetree::ThreadProfile thread = recorded_by("waits", [&] {
-        for (const std::size_t i : {1, 0, 3, 2}) tracetree::Continue on(heres[i]);  // waits of 30, 60, 10, 20 us
+        for (const std::size_t i : {1u, 0u, 3u, 2u}) tracetree::Continue on(heres[i]);  // waits of 30, 60, 10, 20 us
         { tracetree::Resumed first(*place); }  // [queued] from its start; then suspended 30, 60, 10, 20 us
         for (const std::chrono::microseconds wait : {30us, 60us, 10us, 20us}) {
             advance(wait);

@@ -5,8 +5,8 @@
 // recorder's address. The dynamic linker binds every copy in the program's global scope to one anchor.
 // The copies it does not bind together (plugins loaded RTLD_LOCAL, libraries whose anchor another
 // link kept apart) meet through a walk over the loaded modules that reads each module's anchor from
-// its dynamic symbol table: a copy walks once when it is loaded, and the copy that starts the recorder
-// walks to write its address into every anchor loaded so far. Both walks run while the loader's list
+// its dynamic symbol table: a copy walks once, at its first scope that finds no recorder, and the copy
+// that starts the recorder walks to write its address into every anchor loaded so far. Both walks run while the loader's list
 // of modules is held still, so a copy loading while the recorder starts is seen by one or the other.
 //
 // The executable's anchor is in its dynamic symbol table only when the link exports it
@@ -217,8 +217,10 @@ inline void* settle_recorder(void* candidate) noexcept {
 
 #endif
 
-// Each copy looks for the recorder once, when it is loaded: from then on a scope only reads the anchor.
-TRACETREE_DETAIL_LOCAL inline const bool g_anchor_settled = settle_recorder(nullptr) != nullptr;
+// Whether this copy has looked for a recorder started before it was loaded (join_thread, recorder.hpp):
+// at its first scope that finds none, not when it is loaded, so that a file that only annotates runs
+// nothing before main. Constant-initialised.
+TRACETREE_DETAIL_LOCAL inline std::atomic<bool> g_anchor_walked{false};
 
 }  // namespace detail
 TRACETREE_END_NAMESPACE

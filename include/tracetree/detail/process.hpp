@@ -85,7 +85,7 @@ inline std::string foreign_namespace() {
     Dl_info where{};
     void* module = nullptr;  // its link_map, which glibc's dlinfo() takes as a handle
     Lmid_t space = LM_ID_BASE;
-    if (dladdr1(&g_anchor_settled, &where, &module, RTLD_DL_LINKMAP) == 0 || module == nullptr ||
+    if (dladdr1(&g_anchor_walked, &where, &module, RTLD_DL_LINKMAP) == 0 || module == nullptr ||
         dlinfo(module, RTLD_DI_LMID, &space) != 0 || space == LM_ID_BASE)
         return "";
     return std::string("tracetree: ") + (where.dli_fname != nullptr ? where.dli_fname : "a module") +

@@ -432,11 +432,21 @@ TRACETREE_DETAIL_LOCAL inline Arena*& tls_arena() noexcept {
     return arena;
 }
 
+// A copy loaded after the recorder started, where the loader did not bind its anchor to the others (a
+// plugin loaded RTLD_LOCAL), walks the modules for it once; a recorder started later writes every
+// anchor loaded by then itself.
+TRACETREE_DETAIL_COLD TRACETREE_DETAIL_LOCAL inline Recorder* find_recorder_loaded_before() noexcept {
+    if (g_anchor_walked.load(std::memory_order_acquire)) return nullptr;
+    auto* found = static_cast<Recorder*>(settle_recorder(nullptr));  // two threads may both walk: the same
+    g_anchor_walked.store(true, std::memory_order_release);
+    return found;
+}
+
 // A thread's first scope through this copy. With no recorder in the process (no file includes
-// control.hpp), every scope comes here and leaves at once: a load, no call outside.
+// control.hpp), every scope comes here and leaves at once: two loads, no call outside.
 TRACETREE_DETAIL_COLD TRACETREE_DETAIL_LOCAL inline Arena* join_thread() noexcept {
     Recorder* recorder = find_recorder();
-    if (recorder == nullptr) return nullptr;
+    if (recorder == nullptr && (recorder = find_recorder_loaded_before()) == nullptr) return nullptr;
     Arena* arena = recorder->join_thread();
     tls_arena() = arena;
     return arena;
