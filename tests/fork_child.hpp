@@ -11,37 +11,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TRACETREE_FORK_CHILD_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TRACETREE_FORK_CHILD_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define TRACETREE_FORK_CHILD_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TRACETREE_FORK_CHILD_TSAN 1
-#endif
-#endif
+#include "sanitizers.hpp"
 
 namespace fork_child {
 
 // ASan's allocator (LLVM 14, GCC 12) takes no lock around fork(): a child forked while another thread
 // is inside malloc can wait for ever on the allocator's own lock, whatever tracetree does. The fork
 // tests with other threads running are skipped there; they run in plain, UBSan and TSan builds.
-#ifdef TRACETREE_FORK_CHILD_ASAN
-constexpr bool kWithThreadsUnsafe = true;
-#else
-constexpr bool kWithThreadsUnsafe = false;
-#endif
+constexpr bool kWithThreadsUnsafe = sanitizers::kAddress;
 // TSan ends a child that starts a thread after a fork with threads running ("not supported").
-#ifdef TRACETREE_FORK_CHILD_TSAN
-constexpr bool kThreadsInChild = false;
-#else
-constexpr bool kThreadsInChild = true;
-#endif
+constexpr bool kThreadsInChild = !sanitizers::kThread;
 
 // A forked child's exit status (128 + the signal if one ended it); a child still running after 20 s
 // is killed with SIGALRM, which the tests report as a failure (a deadlock), not as a timing. The wait

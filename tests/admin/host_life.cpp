@@ -26,6 +26,8 @@
 #include <tracetree/admin_server.hpp>
 #include <tracetree/render.hpp>
 
+#include "../sanitizers.hpp"
+
 #include <arpa/inet.h>
 #include <chrono>
 #include <cstdio>
@@ -59,29 +61,9 @@ constexpr int kBoundMs = 20000;  // every wait for an event; its expiry is a fai
 
 // Forks while admin calls wait: 200, or 20 under ThreadSanitizer, whose fork() of a process with
 // threads takes about a second there (200 took 211 s on the 2-core machine).
-#if defined(__SANITIZE_THREAD__)
-constexpr int kForks = 20;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr int kForks = 20;
-#else
-constexpr int kForks = 200;
-#endif
-#else
-constexpr int kForks = 200;
-#endif
+constexpr int kForks = sanitizers::kThread ? 20 : 200;
 // A sanitizer's shadow memory does not fit under an address-space limit.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = sanitizers::kAddressOrThread;
 
 int connect_to(int port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -9,6 +9,7 @@
 #include "http.hpp"
 #include "net.hpp"
 #include "zip.hpp"
+#include "../sanitizers.hpp"
 
 #include <doctest/doctest.h>
 
@@ -54,17 +55,7 @@ constexpr Millis kHang{60000};         // for what takes well under a second: on
 constexpr Millis kSlowBound{5000};     // /send under load: a hang detector, not a performance target
 constexpr Millis kPace{100};           // slow clients act this often
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = sanitizers::kAddressOrThread;
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
