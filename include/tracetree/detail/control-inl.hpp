@@ -14,6 +14,7 @@
 #include <stdexcept>  // std::runtime_error: a copy that runs no recorder says why
 #include <string>
 #include <string_view>
+#include <string.h>   // strdup: the reason a copy runs no recorder, kept
 
 TRACETREE_BEGIN_NAMESPACE
 class AdminServer;
@@ -27,12 +28,14 @@ inline AdminServer* start_admin_from_environment(const char* value, std::FILE* m
 
 // Why this copy runs no recorder (empty: it may), said once on stderr. Asked first when the copy is
 // loaded (g_runtime_started, below), so that no thread waits on the guard of this static later (nor a
-// child forked while another thread held it).
-TRACETREE_DETAIL_LOCAL inline const std::string& refused() {
-    static const std::string& why = *[] {  // never destroyed: static destructors may still ask
-        auto* reason = new std::string(foreign_namespace());
-        if (!reason->empty()) std::fprintf(stderr, "%s\n", reason->c_str());
-        return reason;
+// child forked while another thread held it). Nothing is allocated for a copy that may record: a
+// plugin unloaded would leave it behind.
+TRACETREE_DETAIL_LOCAL inline const char* refused() {
+    static const char* const why = [] {
+        const std::string reason = foreign_namespace();
+        if (reason.empty()) return "";
+        std::fprintf(stderr, "%s\n", reason.c_str());
+        return static_cast<const char*>(strdup(reason.c_str()));  // never freed: static destructors may still ask
     }();
     return why;
 }
@@ -44,7 +47,7 @@ TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
     if (Recorder* found = find_recorder()) return as_runtime(found);
     // A copy in a dlmopen() namespace runs no recorder (process.hpp, foreign_namespace()): its scopes
     // find none and record nothing, so no lock of its own can be held across the program's fork().
-    if (!refused().empty()) throw std::runtime_error(refused());
+    if (*refused() != '\0') throw std::runtime_error(refused());
     static std::mutex starting;  // this copy's threads start one at a time
     std::lock_guard<std::mutex> lock(starting);
     if (Recorder* found = find_recorder()) return as_runtime(found);
@@ -134,7 +137,7 @@ TRACETREE_DETAIL_RUNTIME_API void set_clock(ClockFunction now) noexcept {
 }
 
 TRACETREE_DETAIL_RUNTIME_API RecorderInfo recorder_info() {
-    if (detail::refused().empty()) return detail::runtime().info();
+    if (*detail::refused() == '\0') return detail::runtime().info();
     RecorderInfo info;  // this copy's own: no recorder, no hook, nothing exported
     info.version = std::to_string(TRACETREE_VERSION_MAJOR) + "." + std::to_string(TRACETREE_VERSION_MINOR) + "." +
                    std::to_string(TRACETREE_VERSION_PATCH);
