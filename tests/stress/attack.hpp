@@ -14,19 +14,11 @@
 #include <string>
 #include <pthread.h>
 
+#include "../sanitizers.hpp"
+
 namespace attack {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
+inline constexpr bool kSanitized = sanitizers::kAddressOrThread;
 
 // Built to run under an emulator (tests/cross: qemu-aarch64, which emulates every instruction and
 // whose own memory is resident in the process too).
