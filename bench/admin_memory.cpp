@@ -3,7 +3,7 @@
 // process's resident high-water mark (VmHWM, reset through /proc/self/clear_refs before the call)
 // above its resident size just before the call, so the recording's own nodes, made before, do not
 // count. Run by hand: tracetree-admin-memory [n] (default 100).
-#include <tracetree/admin.hpp>
+#include <tracetree/admin/handler.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include <chrono>

@@ -7,9 +7,9 @@
 // Built with -Dbenchmarks=true and run by `meson test --benchmark`: a timing on a shared machine is a
 // figure to read, not a pass/fail check.
 #include <tracetree/control.hpp>
-#include <tracetree/otlp.hpp>
+#include <tracetree/otel/otlp.hpp>
 #include <tracetree/sessions.hpp>
-#include <tracetree/tracecontext.hpp>
+#include <tracetree/otel/tracecontext.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include <algorithm>

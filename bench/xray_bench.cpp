@@ -1,4 +1,4 @@
-// What XRay costs (include/tracetree/xray.hpp, docs/xray.md): a function with XRay sleds left
+// What XRay costs (include/tracetree/xray/xray.hpp, docs/xray.md): a function with XRay sleds left
 // unpatched against the same function built without them; a patched one against an annotated scope
 // and against the two time-stamp-counter reads a scope makes; and how long patching and unpatching
 // take through a session, for 1, 100 and 10,000 functions. Built with clang++ -fxray-instrument
@@ -10,7 +10,7 @@
 // afterwards (exit status 1 when one is wrong): a patched function that recorded nothing would look
 // cheap and measure nothing.
 #include <tracetree/all.hpp>
-#include <tracetree/xray.hpp>
+#include <tracetree/xray/xray.hpp>
 
 #include <algorithm>
 #include <array>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the version defined in include/tracetree/tracetree.hpp, e.g. "0.1.0".
+"""Prints the version defined in include/tracetree/core/version.hpp, e.g. "0.1.0".
 
 Usage: scripts/version.py   (no arguments)
 
@@ -18,7 +18,7 @@ if sys.argv[1:]:
     print("version.py: unknown argument %s (scripts/version.py --help)" % sys.argv[1], file=sys.stderr)
     sys.exit(2)
 
-header = pathlib.Path(__file__).resolve().parent.parent / "include" / "tracetree" / "tracetree.hpp"
+header = pathlib.Path(__file__).resolve().parent.parent / "include" / "tracetree" / "core" / "version.hpp"
 text = header.read_text(encoding="utf-8")
 parts = []
 for part in ("MAJOR", "MINOR", "PATCH"):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The version is said in one place, include/tracetree/tracetree.hpp; everything else that names it
+"""The version is said in one place, include/tracetree/core/version.hpp; everything else that names it
 agrees: meson.build and CMakeLists.txt read it from the header (checked here by what they run), and
 every `find_package(tracetree X.Y`, `dependency('tracetree', version: '>=X.Y')` and
 `tracetree X.Y` request in the docs, the README, the CMake package template and the consumer tests
@@ -10,10 +10,10 @@ import re
 import sys
 
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
-header = (root / "include/tracetree/tracetree.hpp").read_text(encoding="utf-8")
+header = (root / "include/tracetree/core/version.hpp").read_text(encoding="utf-8")
 parts = [re.search(r"^#define TRACETREE_VERSION_%s (\d+)\s*$" % p, header, re.M) for p in ("MAJOR", "MINOR", "PATCH")]
 if not all(parts):
-    sys.exit("check_versions: tracetree.hpp lacks a TRACETREE_VERSION_MAJOR/MINOR/PATCH line")
+    sys.exit("check_versions: core/version.hpp lacks a TRACETREE_VERSION_MAJOR/MINOR/PATCH line")
 version = ".".join(p.group(1) for p in parts)
 major_minor = ".".join(version.split(".")[:2])
 failures = []

@@ -3,7 +3,7 @@
 #define TRACETREE_TESTS_SUPPORT_HPP
 
 #include <tracetree/all.hpp>
-#include <tracetree/detail/runtime.hpp>  // the tests reach into the rooms (the suite compiles declarations only)
+#include <tracetree/runtime/runtime.hpp>  // the tests reach into the rooms (the suite compiles declarations only)
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// The child lookup (detail/recorder.hpp, Arena::enter): whatever the order in which a parent calls its
+// The child lookup (core/recorder.hpp, Arena::enter): whatever the order in which a parent calls its
 // call sites, each (parent, site) pair is one node and every call is counted on it, exactly.
 //
 // The sites are made at run time, as many as a test needs, each with its own name, and entered with

@@ -3,7 +3,7 @@
 #include "golden.hpp"
 #include "support.hpp"
 
-#include <tracetree/admin.hpp>  // the HTML answer's hot line
+#include <tracetree/admin/handler.hpp>  // the HTML answer's hot line
 
 #include <doctest/doctest.h>
 

@@ -1,9 +1,9 @@
 // The runtime's rooms on their own, without the process's recorder: the node pool's budget, a tree's
-// nodes, folding and snapshot (detail/tree.hpp), the site table's name budget (detail/sites.hpp), the
-// session word (detail/recorder.hpp) and the clock's conversion (detail/clock.hpp).
-#include <tracetree/detail/clock.hpp>
-#include <tracetree/detail/sites.hpp>
-#include <tracetree/detail/tree.hpp>
+// nodes, folding and snapshot (runtime/tree.hpp), the site table's name budget (runtime/sites.hpp), the
+// session word (core/recorder.hpp) and the clock's conversion (runtime/clock.hpp).
+#include <tracetree/runtime/clock.hpp>
+#include <tracetree/runtime/sites.hpp>
+#include <tracetree/runtime/tree.hpp>
 
 #include <doctest/doctest.h>
 

@@ -4,7 +4,7 @@
 // until a session asks) and says on stdout what is patched each time the set of sessions changes,
 // which scripts/demo --xray shows.
 #include <tracetree/control.hpp>
-#include <tracetree/xray.hpp>
+#include <tracetree/xray/xray.hpp>
 
 #include <cstdio>
 #include <exception>
@@ -18,7 +18,7 @@ void report(void*) noexcept {
     std::fflush(stdout);
 }
 
-// After tracetree/xray.hpp's own listener, which it follows in this file: it reports what that one did.
+// After tracetree/xray/xray.hpp's own listener, which it follows in this file: it reports what that one did.
 const bool g_reporting = [] {
     try {
         tracetree::xray::install();

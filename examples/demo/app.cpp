@@ -3,10 +3,10 @@
 #include "fatjar.hpp"
 #include "net.hpp"
 
-#include <tracetree/admin.hpp>
+#include <tracetree/admin/handler.hpp>
 #include <tracetree/control.hpp>
 #include <tracetree/sessions.hpp>
-#include <tracetree/tracecontext.hpp>
+#include <tracetree/otel/tracecontext.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include <atomic>
@@ -224,7 +224,7 @@ private:
     StandardRoot& root_;
 };
 
-// ---- admin: tracetree's handler (include/tracetree/admin.hpp), mounted under /debug/tracetree -------
+// ---- admin: tracetree's handler (include/tracetree/admin/handler.hpp), mounted under /debug/tracetree -------
 
 namespace {
 

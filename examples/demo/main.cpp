@@ -3,7 +3,7 @@
 #include "app.hpp"
 #include "fatjar.hpp"
 
-#include <tracetree/otlp.hpp>
+#include <tracetree/otel/otlp.hpp>
 
 #include <algorithm>
 #include <csignal>

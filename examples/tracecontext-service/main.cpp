@@ -11,8 +11,8 @@
 //
 //   tracecontext-service [--port=0] [--otlp=http://127.0.0.1:4318/v1/traces] [--otlp-interval=1000ms]
 //                        [--service-name=tracecontext-service]
-#include <tracetree/otlp.hpp>
-#include <tracetree/tracecontext.hpp>
+#include <tracetree/otel/otlp.hpp>
+#include <tracetree/otel/tracecontext.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include <arpa/inet.h>

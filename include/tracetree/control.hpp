@@ -8,32 +8,24 @@
 // sessions.hpp asks for single invocations). The first file of a process that includes either starts
 // the process's recorder; every copy of the library in the process (the executable, shared
 // libraries, plugins) records into that one. Reading order: switches and limits, profiles, the
-// timeline; the implementation is detail/control-inl.hpp over detail/runtime.hpp.
+// timeline; the implementation is runtime/control-inl.hpp over runtime/runtime.hpp.
 //
-// Compiling the runtime once. Every file that includes this header (or sessions.hpp, admin.hpp,
-// otlp.hpp) compiles the whole runtime, with the listener TRACETREE_ADMIN starts (admin_server.hpp,
-// docs/admin.md): seconds per file. A program with many such files can define
-// TRACETREE_SEPARATE_RUNTIME for all of them (a build-wide -D) and TRACETREE_RUNTIME_IMPLEMENTATION in
-// exactly one, before its first tracetree include: the others then compile declarations only. Without
-// that one file, the link fails naming the fix (tracetree_runtime_<abi>_is_compiled_by_...).
+// Compiling the runtime once. A program with a build system links the tracetree-runtime library
+// (meson `dependency('tracetree-runtime')`, CMake `tracetree::runtime`, pkg-config
+// `tracetree-runtime`): the runtime and TRACETREE_ADMIN's listener, compiled once, and every file
+// built with TRACETREE_SEPARATE_RUNTIME, so that it compiles declarations only. Header-only (include/
+// copied, nothing linked), every file that includes this header or sessions.hpp compiles its own
+// copy of the runtime, seconds per file, and TRACETREE_ADMIN's listener is compiled only where
+// admin/server.hpp is included. A build of its own can do what the library does:
+// TRACETREE_SEPARATE_RUNTIME for every file and TRACETREE_RUNTIME_IMPLEMENTATION in exactly one
+// (src/runtime.cpp); without that one file, the link fails naming the fix
+// (tracetree_runtime_<abi>_is_compiled_by_...).
 #ifndef TRACETREE_CONTROL_HPP
 #define TRACETREE_CONTROL_HPP
 
-#include "detail/platform.hpp"  // first: a platform without what the recorder needs gets an #error saying so
-
-#if defined(TRACETREE_RUNTIME_IMPLEMENTATION)  // the one file: definitions the others link to
-#define TRACETREE_DETAIL_RUNTIME_HERE 1
-#define TRACETREE_DETAIL_RUNTIME_API
-#elif defined(TRACETREE_SEPARATE_RUNTIME)  // declarations only
-#define TRACETREE_DETAIL_RUNTIME_HERE 0
-#else  // header-only: every file has its (inline) copy
-#define TRACETREE_DETAIL_RUNTIME_HERE 1
-#define TRACETREE_DETAIL_RUNTIME_API inline
-#endif
-#define TRACETREE_DETAIL_RUNTIME_LINK_CHECK \
-    TRACETREE_DETAIL_CAT(tracetree_runtime_, TRACETREE_DETAIL_CAT(TRACETREE_ABI, _is_compiled_by_the_one_file_that_defines_TRACETREE_RUNTIME_IMPLEMENTATION))
-
-#include "detail/recorder.hpp"
+#include "runtime/linkage.hpp"  // first: the platform check, and where this file's runtime is
+#include "core/recorder.hpp"
+#include "tracetree.hpp"  // the scope macros: a file that controls tracing often annotates too
 #include "values.hpp"
 
 #if !defined(__cpp_exceptions) && !defined(__EXCEPTIONS)
@@ -89,17 +81,7 @@ Timeline timeline();
 TRACETREE_END_NAMESPACE
 
 #if TRACETREE_DETAIL_RUNTIME_HERE
-#include "detail/control-inl.hpp"
-#else
-TRACETREE_BEGIN_NAMESPACE
-namespace detail {
-class RuntimeImpl;
-RuntimeImpl& runtime();
-}  // namespace detail
-TRACETREE_END_NAMESPACE
-extern "C" char TRACETREE_DETAIL_RUNTIME_LINK_CHECK;
-// Each file's reference to the one file's symbol: without that file the link names it.
-__attribute__((used)) static const char* const tracetree_detail_runtime_link_check = &TRACETREE_DETAIL_RUNTIME_LINK_CHECK;
+#include "runtime/control-inl.hpp"
 #endif
 #include "sessions.hpp"  // control.hpp has always brought the sessions along
 

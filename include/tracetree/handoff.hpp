@@ -44,7 +44,7 @@ std::decay_t<Task> wrap(const Here&, Task&& task) {
 
 #else
 
-#include "detail/handoff.hpp"
+#include "core/handoff.hpp"
 
 TRACETREE_BEGIN_NAMESPACE
 

@@ -55,7 +55,7 @@
 #ifndef TRACETREE_MATCHER_HPP
 #define TRACETREE_MATCHER_HPP
 
-#include "detail/abi.hpp"  // the version and namespace macros
+#include "core/abi.hpp"  // the version and namespace macros
 
 #include <cstddef>      // std::size_t
 #include <cstdint>      // the 64-bit words of the sets

@@ -26,7 +26,7 @@
 #ifndef TRACETREE_RENDER_HPP
 #define TRACETREE_RENDER_HPP
 
-#include "detail/format.hpp"
+#include "text/format.hpp"
 #include "values.hpp"
 
 #include <chrono>
@@ -93,7 +93,7 @@ inline bool use_colour(std::ostream& out, Colour colour) {
     return false;
 }
 
-// Ends the hot node's line when colour is off; admin.hpp finds it to mark the line in its HTML.
+// Ends the hot node's line when colour is off; admin/handler.hpp finds it to mark the line in its HTML.
 inline constexpr const char* kHotMarker = " <- hot";
 
 // The cost bracket: root `[Xms]`, a call `[P.PP% Xms ]`, folded `[P.PP% min=..,max=..,total=..,count=N]`.

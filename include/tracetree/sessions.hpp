@@ -17,8 +17,9 @@
 #ifndef TRACETREE_SESSIONS_HPP
 #define TRACETREE_SESSIONS_HPP
 
-#include "control.hpp"
+#include "runtime/linkage.hpp"  // first: the platform check, and where this file's runtime is
 #include "matcher.hpp"
+#include "values.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -194,7 +195,7 @@ private:
 TRACETREE_END_NAMESPACE
 
 #if TRACETREE_DETAIL_RUNTIME_HERE
-#include "detail/sessions-inl.hpp"
+#include "runtime/sessions-inl.hpp"
 #endif
 
 #endif  // TRACETREE_SESSIONS_HPP

@@ -1,7 +1,7 @@
 // tracetree: Arthas-style call-tree tracing for C++17. SPDX-License-Identifier: MIT
 //
 // The one header an annotated file includes. It is priced per file, so it holds only the scope
-// macros and the recorder's hot path (detail/recorder.hpp); asking for traces, profiles and their
+// macros and the recorder's hot path (core/recorder.hpp); asking for traces, profiles and their
 // rendering lives in headers that only the files controlling tracing include:
 //
 //   #include <tracetree/tracetree.hpp>                 // in every annotated file
@@ -11,29 +11,26 @@
 //   tracetree::TraceSession trace(tracetree::TraceRequest("handle").min_cost(10ms).limit(3));
 //   for (auto& t : trace.collect(30s)) tracetree::render(std::cout, t);
 //
-// Reading order of the library, bottom up: this file (configuration, macros) -> detail/abi.hpp (the
-// namespace) -> detail/anchor.hpp (finding the process's recorder) -> detail/recorder.hpp
+// Reading order of the library, bottom up: this file (configuration, macros) -> core/abi.hpp (the
+// namespace) -> core/anchor.hpp (finding the process's recorder) -> core/recorder.hpp
 // (call sites, the per-thread tree, the scope guard) -> values.hpp (plain trees) -> matcher.hpp ->
-// the runtime's rooms: detail/clock.hpp (ticks to ns), detail/sites.hpp (interned sites),
-// detail/tree.hpp (node pool, trees, snapshots as values), detail/session_registry.hpp (sessions,
-// matching, delivery), detail/thread_state.hpp (a thread's captures and frames), detail/threads.hpp
-// (live and exited threads, profiles, timelines), detail/handoffs.hpp (here() and Continue, a
-// coroutine's resumptions and co-scopes, with detail/handoff.hpp and detail/gather.hpp), detail/process.hpp (modules, the C++ ABI, with
-// detail/exception_types.hpp: what a thrown object is) -> detail/platform.hpp (what the recorder
+// the runtime's rooms: runtime/clock.hpp (ticks to ns), runtime/sites.hpp (interned sites),
+// runtime/tree.hpp (node pool, trees, snapshots as values), runtime/session_registry.hpp (sessions,
+// matching, delivery), runtime/thread_state.hpp (a thread's captures and frames), runtime/threads.hpp
+// (live and exited threads, profiles, timelines), runtime/handoffs.hpp (here() and Continue, a
+// coroutine's resumptions and co-scopes, with core/handoff.hpp and runtime/gather.hpp), runtime/process.hpp (modules, the C++ ABI, with
+// runtime/exception_types.hpp: what a thrown object is) -> core/platform.hpp (what the recorder
 // needs of the platform, said first) ->
-// detail/runtime.hpp (RuntimeImpl over them) -> control.hpp and sessions.hpp (the public control API;
-// defined in detail/control-inl.hpp and detail/sessions-inl.hpp) -> render.hpp (Arthas and human
+// runtime/runtime.hpp (RuntimeImpl over them) -> control.hpp and sessions.hpp (the public control API;
+// defined in runtime/control-inl.hpp and runtime/sessions-inl.hpp) -> render.hpp (Arthas and human
 // text) -> views.hpp (flame graphs, JSON, diffs) -> handoff.hpp, coroutine.hpp (and asio.hpp) -> all.hpp.
 #ifndef TRACETREE_TRACETREE_HPP
 #define TRACETREE_TRACETREE_HPP
 
-// The single source of the version: meson.build reads these three lines.
-#define TRACETREE_VERSION_MAJOR 0
-#define TRACETREE_VERSION_MINOR 2
-#define TRACETREE_VERSION_PATCH 0
+#include "core/version.hpp"  // TRACETREE_VERSION_*, defined with TRACETREE_DISABLE too
 
 // The namespace every entity lives in (versioned, and keyed by the standard library's ABI) is
-// defined in detail/abi.hpp, which every header that declares anything includes.
+// defined in core/abi.hpp, which every header that declares anything includes.
 
 // ---- configuration --------------------------------------------------------------------------
 // One switch, and it only changes macros: files built with and without it link together safely.
@@ -52,7 +49,7 @@
 
 #else
 
-#include "detail/recorder.hpp"
+#include "core/recorder.hpp"
 
 // __COUNTER__ gives each expansion its own names, so two scopes on one line do not shadow each other.
 #if defined(__COUNTER__)
@@ -76,7 +73,7 @@
 #define TRACETREE_SCOPE_DYNAMIC(name) TRACETREE_DETAIL_SCOPE_DYNAMIC(TRACETREE_DETAIL_ID, name)
 // Attaches `value` to the innermost open scope under `name` (a string literal) for watch sessions
 // (Arthas `watch`) and traces that ask for values. `value` is evaluated and formatted only when one
-// does: otherwise the statement costs a load and a compare. See detail/recorder.hpp, record_value,
+// does: otherwise the statement costs a load and a compare. See core/recorder.hpp, record_value,
 // for how each type is formatted and how to format your own.
 #define TRACETREE_WATCH(name, ...) ::tracetree::detail::watch("" name, [&]() -> decltype(auto) { return (__VA_ARGS__); })
 // `TRACETREE_THROW(std::invalid_argument("no"));` throws it, and the trace's throw node knows the line.

@@ -5,7 +5,7 @@
 #ifndef TRACETREE_VALUES_HPP
 #define TRACETREE_VALUES_HPP
 
-#include "detail/abi.hpp"  // the version and namespace macros
+#include "core/abi.hpp"  // the version and namespace macros
 
 #include <algorithm>  // std::min, std::max
 #include <chrono>     // durations and wall-clock times

@@ -16,7 +16,7 @@
 #ifndef TRACETREE_VIEWS_HPP
 #define TRACETREE_VIEWS_HPP
 
-#include "detail/format.hpp"
+#include "text/format.hpp"
 #include "values.hpp"
 
 #include <algorithm>         // std::stable_sort, std::max

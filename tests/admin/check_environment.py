@@ -2,11 +2,13 @@
 """TRACETREE_ADMIN end to end (docs/admin.md): the recorder reads it once when it starts, and any
 program with a control file listens as it says, with no code of its own.
 
-    check_environment.py PROGRAM [--fork]
+    check_environment.py PROGRAM [--fork | --no-listener]
 
 PROGRAM records "env_work", prints "ready" and waits for its standard input to close: env_server.cpp
-(includes admin_server.hpp), env_control.cpp (control.hpp only; header-only, and with the runtime
-compiled once). With --fork, PROGRAM forks when it reads the line `fork` (env_control.cpp), and:
+(includes admin/server.hpp), env_control.cpp (control.hpp only, linked with tracetree-runtime, which
+holds the listener). With --no-listener, PROGRAM is env_control.cpp header-only, a copy with no
+listener compiled in: TRACETREE_ADMIN=127.0.0.1:0 gets one line on stderr that says so and names the
+fix, and the program runs on and exits 0; nothing else is checked. With --fork, PROGRAM forks when it reads the line `fork` (env_control.cpp), and:
 6. A child forked while four admin calls wait exits through exit() with status 0 (it neither joins the
    parent's threads nor waits for the parent's calls), and the parent answers GET profile after it.
 
@@ -96,6 +98,15 @@ def get(url, token=None):
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
 
+
+if "--no-listener" in sys.argv[2:]:
+    program, ready = start("127.0.0.1:0")
+    line = first_line(program)
+    check(ready == "ready" and "TRACETREE_ADMIN is set, but this program has no admin listener" in line
+          and "tracetree::runtime" in line and "admin/server.hpp" in line, "no listener compiled in: says so and how: " + line)
+    code, rest = finish(program)
+    check(code == 0 and "tracetree" not in rest, "said once, exits 0 (%d: %r)" % (code, rest[:200]))
+    sys.exit(1 if failures else 0)
 
 # 1.
 program, ready = start("127.0.0.1:0")

@@ -4,7 +4,7 @@
 #define TRACETREE_TESTS_ADMIN_CLIENT_HPP
 
 #include <doctest/doctest.h>
-#include <tracetree/admin.hpp>
+#include <tracetree/admin/handler.hpp>
 
 #include <arpa/inet.h>
 #include <chrono>

@@ -1,6 +1,7 @@
 // admin-env-control: a program whose only tracetree code is a control file's include and one annotated
-// function, for check_environment.py: TRACETREE_ADMIN starts the listener in any program with a control
-// file, header-only or with the runtime compiled once (meson builds it both ways). Records "env_work"
+// function, for check_environment.py: TRACETREE_ADMIN starts the listener in a program linked with
+// tracetree-runtime, and a header-only one, with no listener compiled in, says so (meson builds it both
+// ways). Records "env_work"
 // once, prints "ready", then reads its standard input until it closes; at each line `fork` it forks a
 // child that exits through exit() (static destructors run), and says "forked PID", then how it ended.
 #include <tracetree/control.hpp>
@@ -16,7 +17,7 @@ void env_work() { TRACETREE_FUNCTION(); }
 
 // LeakSanitizer's switch, asked at exit: off in a forked child, which leaks by design what only the
 // parent's other threads reached (their stacks are not copied) and the thread states the recorder
-// orphans at fork (detail/threads.hpp). The parent is checked.
+// orphans at fork (runtime/threads.hpp). The parent is checked.
 static const pid_t g_parent = ::getpid();
 extern "C" int __lsan_is_turned_off() { return ::getpid() != g_parent ? 1 : 0; }
 

@@ -1,7 +1,7 @@
-// admin-env-server: a program whose only admin code is an include of admin_server.hpp, for
+// admin-env-server: a program whose only admin code is an include of admin/server.hpp, for
 // check_environment.py: TRACETREE_ADMIN starts its listener. Records "env_work" once, then waits for
 // its standard input to close.
-#include <tracetree/admin_server.hpp>
+#include <tracetree/admin/server.hpp>
 
 #include <cstdio>
 #include <iostream>

@@ -23,7 +23,7 @@
 //                                  (restart_admin())
 //   admin-host-life exit-answers   (TRACETREE_ADMIN=127.0.0.1:0) a trace call waits when the program
 //                                  returns from main: it answers 200 with the two invocations it has
-#include <tracetree/admin_server.hpp>
+#include <tracetree/admin/server.hpp>
 #include <tracetree/render.hpp>
 
 #include "../sanitizers.hpp"

@@ -5,7 +5,7 @@
 #ifndef TRACETREE_TESTS_ADMIN_LOOPBACK_SERVER_HPP
 #define TRACETREE_TESTS_ADMIN_LOOPBACK_SERVER_HPP
 
-#include <tracetree/admin.hpp>
+#include <tracetree/admin/handler.hpp>
 
 #include <arpa/inet.h>
 #include <atomic>

@@ -3,7 +3,7 @@
 // standard input closes (or 10 minutes pass: it never outlives a lost parent for long).
 #include "loopback_server.hpp"
 
-#include <tracetree/admin.hpp>
+#include <tracetree/admin/handler.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// tracetree::AdminHandler (include/tracetree/admin.hpp): every endpoint, the refusals (400 naming the
+// tracetree::AdminHandler (include/tracetree/admin/handler.hpp): every endpoint, the refusals (400 naming the
 // parameter, 401, 403, 404, 405, 409, 415, 503), cancellation, bounded waits, and one real socket
 // whose client hangs up. Calls that wait run on a thread; the test knows they wait through
 // wait_for_waiting(), never by sleeping.
@@ -7,7 +7,7 @@
 #include "../golden.hpp"
 
 #include <doctest/doctest.h>
-#include <tracetree/admin.hpp>
+#include <tracetree/admin/handler.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include <chrono>

@@ -1,8 +1,8 @@
-// tracetree::AdminServer (include/tracetree/admin_server.hpp): the handler on its own listener, over
+// tracetree::AdminServer (include/tracetree/admin/server.hpp): the handler on its own listener, over
 // real sockets on 127.0.0.1. Every wait is for an event (a response, a close, a call that waits),
 // bounded by a generous limit that only proves there is no hang.
 #include <doctest/doctest.h>
-#include <tracetree/admin_server.hpp>
+#include <tracetree/admin/server.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include "client.hpp"

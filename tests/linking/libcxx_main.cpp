@@ -1,7 +1,7 @@
 // Case libcxx-mix: a shared library built with clang++ -stdlib=libc++ (libc++ and libc++abi; lib.cpp
 // as LIB=libcxx, with control code) linked into an executable built against libstdc++ with control
 // code of its own (probe.cpp): a vendor's library built with another standard library. Two ABIs,
-// two recorders side by side (detail/abi.hpp): each counts its own scopes, notes the throws made
+// two recorders side by side (core/abi.hpp): each counts its own scopes, notes the throws made
 // under its own scopes and no others, sees its throws (recorder_info().throw_hook), and lists the
 // other in recorder_info().others. Only C types cross between the two.
 #include "probe.hpp"

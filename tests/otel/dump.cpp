@@ -1,6 +1,6 @@
 // otel-dump: prints tracetree's OTLP/JSON for samples::slow_call(), for reference.js to compare with
 // what the OpenTelemetry JavaScript SDK serializes.
-#include <tracetree/otlp.hpp>
+#include <tracetree/otel/otlp.hpp>
 
 #include <iostream>
 

@@ -3,7 +3,7 @@
 // body, and leave the exporter's destructor free to return. Times are checked against the timeout
 // plus a generous second, never finely: what is under test is that nothing hangs. Heap growth is
 // counted by tests/stress/alloc_counter.cpp, sampled while the collector sends.
-#include <tracetree/otlp.hpp>
+#include <tracetree/otel/otlp.hpp>
 
 #include "../stress/stress.hpp"
 #include "loopback.hpp"

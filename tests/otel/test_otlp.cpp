@@ -1,8 +1,8 @@
-// OTLP export (include/tracetree/otlp.hpp): the span mapping against a golden file, and the exporter
+// OTLP export (include/tracetree/otel/otlp.hpp): the span mapping against a golden file, and the exporter
 // against a scripted receiver on the loopback (retries, Retry-After, timeouts, bounds). Golden files:
 // tests/otel/golden/, rewritten with TRACETREE_UPDATE_GOLDEN=1 (review `git diff tests/otel/golden`).
 #include <tracetree/control.hpp>
-#include <tracetree/otlp.hpp>
+#include <tracetree/otel/otlp.hpp>
 #include <tracetree/sessions.hpp>
 #include <tracetree/tracetree.hpp>
 #include <tracetree/views.hpp>

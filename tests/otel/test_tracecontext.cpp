@@ -1,8 +1,8 @@
-// W3C Trace Context (include/tracetree/tracecontext.hpp): the spec's validation rules, the headers a
+// W3C Trace Context (include/tracetree/otel/tracecontext.hpp): the spec's validation rules, the headers a
 // server reads and a client sends, and the context landing in what the sessions capture.
 #include <tracetree/control.hpp>
 #include <tracetree/sessions.hpp>
-#include <tracetree/tracecontext.hpp>
+#include <tracetree/otel/tracecontext.hpp>
 #include <tracetree/tracetree.hpp>
 
 #include <doctest/doctest.h>

@@ -4,7 +4,7 @@
 #define TRACETREE_TESTS_STRESS_HPP
 
 #include <tracetree/all.hpp>
-#include <tracetree/detail/runtime.hpp>  // the recorder reached directly (the suite compiles declarations only)
+#include <tracetree/runtime/runtime.hpp>  // the recorder reached directly (the suite compiles declarations only)
 
 #include <cstddef>
 #include <cstdint>

@@ -10,7 +10,7 @@
 // load and the build's speed (sanitizers, -O0) cancel out; the bound, 10x, is far from both.
 #include "attack.hpp"
 
-#include <tracetree/detail/threads.hpp>
+#include <tracetree/runtime/threads.hpp>
 
 #include <doctest/doctest.h>
 

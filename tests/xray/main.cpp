@@ -3,7 +3,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <tracetree/xray.hpp>
+#include <tracetree/xray/xray.hpp>
+#include <tracetree/xray.hpp>  // the old path still forwards (tests/old_paths.cpp)
 
 int main(int argc, char** argv) {
     tracetree::xray::set_callees("xtest::*");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What docs/xray.md offers g++ users: a g++ program whose files to trace (and one file including
-# tracetree/xray.hpp) are built by clang++ with XRay, linked by g++ with clang's XRay runtime added.
+# tracetree/xray/xray.hpp) are built by clang++ with XRay, linked by g++ with clang's XRay runtime added.
 # Builds it in a temporary folder and runs mixed_main.cpp's checks.
 #   mixed_gcc.sh SOURCE_ROOT GXX CLANGXX
 set -euo pipefail

@@ -1,5 +1,5 @@
 // Built by g++ (mixed_gcc.sh): a g++ program whose traced code (traced_code.cpp) and one file
-// including tracetree/xray.hpp (mixed_hook.cpp) are built by clang++ with XRay. Exit status 0 when
+// including tracetree/xray/xray.hpp (mixed_hook.cpp) are built by clang++ with XRay. Exit status 0 when
 // the trace, the exceptions and the unpatching are right; prints what it saw.
 #include "traced_code.hpp"
 

@@ -8,7 +8,7 @@
 
 #include <doctest/doctest.h>
 #include <tracetree/all.hpp>
-#include <tracetree/xray.hpp>
+#include <tracetree/xray/xray.hpp>
 
 #include <chrono>
 #include <cstring>

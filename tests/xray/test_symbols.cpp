@@ -1,9 +1,9 @@
-// The executable's symbol table as tracetree/xray.hpp reads it (detail/xray_symbols.hpp): names of
+// The executable's symbol table as tracetree/xray/xray.hpp reads it (xray/symbols.hpp): names of
 // functions by address, the functions annotated with TRACETREE_FUNCTION(), and damaged files, which
 // give an error and never a read past their end. Needs no XRay: built by every compiler, and under
 // the sanitizers, which watch the reads.
 #include <tracetree/all.hpp>
-#include <tracetree/detail/xray_symbols.hpp>
+#include <tracetree/xray/symbols.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// XRay functions as scopes (include/tracetree/xray.hpp): patched only while a session wants them,
+// XRay functions as scopes (include/tracetree/xray/xray.hpp): patched only while a session wants them,
 // named as TRACETREE_FUNCTION() names them, nested with annotated scopes in one tree, and kept right
 // across exceptions, longjmp, tail calls and patching while they run. The traced code is
 // traced_code.cpp (no tracetree in it); this file is built with -fxray-instrument too, as the header

@@ -5,7 +5,7 @@
 #include "traced_code.hpp"
 
 #include <tracetree/all.hpp>
-#include <tracetree/xray.hpp>
+#include <tracetree/xray/xray.hpp>
 
 #include <algorithm>
 #include <cstring>

@@ -1,9 +1,10 @@
-// tracetree::async_serve_admin and serve_admin in real Boost.Beast servers (include/tracetree/admin_beast.hpp),
+// tracetree::async_serve_admin and serve_admin in real Boost.Beast servers (include/tracetree/admin/beast.hpp),
 // over sockets on 127.0.0.1: an asynchronous server (the session as in Beast's http_server_async) and
 // a thread-per-connection one. Every wait is for an event, bounded by a generous limit that only
 // proves there is no hang.
 #include <doctest/doctest.h>
-#include <tracetree/admin_beast.hpp>
+#include <tracetree/admin/beast.hpp>
+#include <tracetree/admin_beast.hpp>  // the old path still forwards (tests/old_paths.cpp)
 #include <tracetree/tracetree.hpp>
 
 #include "../client.hpp"

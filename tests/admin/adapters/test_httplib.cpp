@@ -1,8 +1,9 @@
-// tracetree::mount_admin on a real cpp-httplib server (include/tracetree/admin_httplib.hpp), over
+// tracetree::mount_admin on a real cpp-httplib server (include/tracetree/admin/httplib.hpp), over
 // sockets on 127.0.0.1: a trace, a client that hangs up, the peer rule, the routes. Every wait is for
 // an event, bounded by a generous limit that only proves there is no hang.
 #include <doctest/doctest.h>
-#include <tracetree/admin_httplib.hpp>
+#include <tracetree/admin/httplib.hpp>
+#include <tracetree/admin_httplib.hpp>  // the old path still forwards (tests/old_paths.cpp)
 #include <tracetree/tracetree.hpp>
 
 #include "../client.hpp"

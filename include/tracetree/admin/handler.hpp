@@ -1,0 +1,1345 @@
+// tracetree admin: ask a running program over HTTP, from any server. SPDX-License-Identifier: MIT
+//
+//   #include <tracetree/admin/handler.hpp>
+//   tracetree::AdminHandler admin;  // mounted at /debug/tracetree; loopback clients only
+//   // in the server's request callback, when admin.handles(target):
+//   tracetree::AdminRequest request;
+//   request.method = method;  request.target = target;  // path and query, as received
+//   request.peer = "127.0.0.1:53122";  // the client's address as accept() gave it (unset: refused)
+//   request.host = host_header;  request.origin = origin_header;  request.authorization = authorization_header;
+//   request.cancel = token;  // std::make_shared<tracetree::CancelToken>(); token->cancel() on disconnect
+//   tracetree::AdminResponse response = admin.handle(request);  // status, content_type, headers, body
+//
+// Go's net/http/pprof for tracetree: one handler, framework-agnostic (a request in, a response out;
+// no sockets), for trace, stack, watch, monitor, profiles, the timeline, a flight recorder, reset, and
+// an HTML page for people. docs/admin.md lists every endpoint and parameter. Annotated files never
+// include this header; only the file that mounts it does.
+//
+// It lands in other people's servers, so it refuses by default: the peer must be a loopback address
+// (or in allowed_peers, or the token is set), Host and Origin loopback names (or in the allow-list),
+// else 403 (a server listening on every interface, DNS rebinding, cross-site POSTs from a browser); an
+// optional bearer token (401); state changes by POST only (405); every bad or unknown parameter gets a 400 that
+// names it; calls that wait are bounded in number (503), in time and in count, and end early when
+// their CancelToken is cancelled or the handler shuts down.
+//
+// Reading order: the request, response and options; the handler; then `detail::admin` (parameters,
+// the Host/Origin check, JSON for the values views.hpp has no writer for, the HTML page, the waits)
+// and the definitions.
+#ifndef TRACETREE_ADMIN_HANDLER_HPP
+#define TRACETREE_ADMIN_HANDLER_HPP
+
+#include "../control.hpp"
+#include "../render.hpp"
+#include "../sessions.hpp"
+#include "../views.hpp"
+
+#include <arpa/inet.h>         // inet_pton: peer addresses and AdminOptions::allowed_peers
+#include <array>
+#include <chrono>
+#include <condition_variable>  // the destructor waits for calls in progress
+#include <cstdint>
+#include <cstring>
+#include <functional>          // CancelToken's stop action
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <sstream>             // responses are built as text
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+TRACETREE_BEGIN_NAMESPACE
+
+namespace detail { namespace admin { struct TokenAccess; } }
+
+// Cancels one waiting call. The host server makes one per request, keeps a shared_ptr, and calls
+// cancel() from any thread when its client goes away; the call then answers at once with what it has.
+class CancelToken {
+public:
+    void cancel();           // idempotent, thread-safe; before or during the call
+    bool cancelled() const;
+
+private:
+    friend struct detail::admin::TokenAccess;
+    mutable std::mutex mutex_;
+    bool cancelled_ = false;
+    std::function<void()> on_cancel_;  // set while a call waits; run under mutex_
+};
+
+struct AdminRequest {
+    std::string peer;           // the client's address from accept(): "127.0.0.1:53122", "[::1]:53122"; empty: refused
+    std::string method;         // "GET", "POST", ...
+    std::string target;         // the path and query as received, not decoded: "/debug/tracetree/trace?pattern=x"
+    std::string host;           // the Host header; empty when absent (refused)
+    std::string origin;         // the Origin header; empty when absent
+    std::string authorization;  // the Authorization header; empty when absent
+    std::string content_type;   // of a POST body
+    std::string body;           // a POST body: parameters as application/x-www-form-urlencoded (the page's forms)
+    std::shared_ptr<CancelToken> cancel;  // optional
+};
+
+struct AdminResponse {
+    int status = 200;
+    std::string content_type;  // with charset where it is text
+    std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type: Cache-Control, Allow, ...
+    std::string body;
+};
+
+struct AdminOptions {
+    std::string prefix = "/debug/tracetree";  // where it is mounted: "/..." without a trailing '/', or "" for the root
+    std::vector<std::string> allowed_hosts;   // host names accepted besides 127.0.0.1, [::1] and localhost (any port)
+    std::vector<std::string> allowed_peers;   // client networks accepted besides loopback: "10.0.0.0/8", "fd00::/8", "192.0.2.7"
+    std::string token;                        // non-empty: every request needs `Authorization: Bearer <token>`
+    std::size_t max_waiting = 4;              // calls waiting at once (trace, stack, watch, monitor), 1 ..= 32
+    Nanos max_timeout = std::chrono::minutes(5);  // of one call (monitor: interval * n), 1 s ..= 1 h
+    std::uint64_t max_n = 100;                // values one call waits for, 1 ..= 10000
+    std::size_t max_body = 64 << 20;          // bytes of the values one trace, stack, watch or monitor answers with, 1 KiB ..= 1 GiB
+};
+
+class AdminHandler {
+public:
+    explicit AdminHandler(AdminOptions options = {});  // std::invalid_argument naming a bad option
+    ~AdminHandler();  // shutdown(), then waits for calls in progress to return
+    AdminHandler(const AdminHandler&) = delete;
+    AdminHandler& operator=(const AdminHandler&) = delete;
+
+    AdminResponse handle(const AdminRequest& request);  // thread-safe; never throws but std::bad_alloc
+    const std::string& prefix() const { return options_.prefix; }
+    bool handles(std::string_view target) const;  // target is the prefix or below it
+
+    // Cancels every waiting call and answers later ones 503: call it when the server stops.
+    void shutdown();
+    std::size_t waiting() const;  // calls waiting now
+    bool wait_for_waiting(std::size_t count, Nanos timeout) const;  // until waiting() == count; false on timeout
+
+private:
+    friend class AdminServer;  // sets server_note_
+    struct Waiter;
+    AdminResponse dispatch(const AdminRequest& request);
+    AdminResponse wait_for(const AdminRequest& request, const std::string& endpoint,
+                           const std::vector<std::pair<std::string, std::string>>& params);
+    AdminResponse recorder_endpoint(const std::string& endpoint, const std::vector<std::pair<std::string, std::string>>& params);
+    std::string index_page();
+
+    const AdminOptions options_;
+    mutable std::mutex mutex_;
+    mutable std::condition_variable changed_;
+    std::vector<Waiter*> waiters_;
+    std::size_t calls_ = 0;  // in handle() now
+    bool shut_down_ = false;
+
+    std::mutex recorder_mutex_;  // the flight recorder the endpoints started
+    std::optional<FlightRecorder> recorder_;
+    std::string recorder_pattern_;
+    Nanos recorder_cost_{0};
+    bool recorder_running_ = false;
+    std::function<std::string()> server_note_;  // the listener's trouble for the index page; set before any call
+};
+
+// =================================================================================================
+
+namespace detail {
+namespace admin {
+
+using Params = std::vector<std::pair<std::string, std::string>>;
+
+// Lets the handler attach a call's stop action to a token.
+struct TokenAccess {
+    static bool attach(CancelToken& token, std::function<void()> stop) {
+        std::lock_guard<std::mutex> lock(token.mutex_);
+        if (token.cancelled_) return false;
+        token.on_cancel_ = std::move(stop);
+        return true;
+    }
+    static void detach(CancelToken& token) {
+        std::lock_guard<std::mutex> lock(token.mutex_);  // after this, the stop action is not running
+        token.on_cancel_ = nullptr;
+    }
+};
+
+// An answer other than 200, thrown from inside an endpoint and turned into the response.
+struct Refusal {
+    int status;
+    std::string message;
+    std::vector<std::pair<std::string, std::string>> headers;
+};
+[[noreturn]] inline void refuse(int status, std::string message,
+                                std::vector<std::pair<std::string, std::string>> headers = {}) {
+    throw Refusal{status, std::move(message), std::move(headers)};
+}
+[[noreturn]] inline void bad(const std::string& name, const std::string& why) {
+    refuse(400, "parameter '" + name + "': " + why);
+}
+
+inline const char* status_text(int status) {
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 507: return "Insufficient Storage";
+    default: return "Error";
+    }
+}
+
+inline AdminResponse response(std::string content_type, std::string body, int status = 200) {
+    AdminResponse out;
+    out.status = status;
+    out.content_type = std::move(content_type);
+    out.body = std::move(body);
+    out.headers = {{"Cache-Control", "no-store"}, {"X-Content-Type-Options", "nosniff"}};
+    return out;
+}
+inline AdminResponse text(std::string body, int status = 200) {
+    return response("text/plain; charset=utf-8", std::move(body), status);
+}
+
+// ---- parameters ---------------------------------------------------------------------------------
+
+inline std::string number(double value) { return fixed(value, 3); }  // "0.5", "30", "0.001"
+
+inline int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// application/x-www-form-urlencoded: '+' is a space, %XX a byte; nothing when an escape is malformed.
+inline std::optional<std::string> form_decode(std::string_view text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '+') {
+            out += ' ';
+        } else if (text[i] == '%') {
+            if (i + 2 >= text.size()) return std::nullopt;
+            const int high = hex_value(text[i + 1]), low = hex_value(text[i + 2]);
+            if (high < 0 || low < 0) return std::nullopt;
+            out += static_cast<char>(high * 16 + low);
+            i += 2;
+        } else {
+            out += text[i];
+        }
+    }
+    return out;
+}
+
+// "a=1&b=two" into pairs; `what` names the part in errors ("query", "body").
+inline void parse_form(std::string_view text, const char* what, Params& into) {
+    while (!text.empty()) {
+        const std::size_t amp = text.find('&');
+        const std::string_view item = text.substr(0, amp);
+        text = amp == std::string_view::npos ? std::string_view() : text.substr(amp + 1);
+        if (item.empty()) continue;
+        const std::size_t eq = item.find('=');
+        const std::optional<std::string> name = form_decode(item.substr(0, eq));
+        const std::optional<std::string> value =
+            form_decode(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1));
+        if (!name) refuse(400, std::string("malformed %-escape in a parameter name of the ") + what);
+        if (!value) bad(views::plain_text(*name), "malformed %-escape in its value");
+        into.emplace_back(*name, *value);
+    }
+}
+
+// The parameters one endpoint takes: each read at most once; any other, or a repeated one, is a 400.
+class Reader {
+public:
+    Reader(const Params& params, std::vector<const char*> known) : params_(params), known_(std::move(known)) {
+        for (std::size_t i = 0; i < params_.size(); ++i) {
+            bool found = false;
+            for (const char* name : known_) found = found || params_[i].first == name;
+            if (!found) {
+                std::string list;
+                for (const char* name : known_) list += (list.empty() ? "" : ", ") + std::string(name);
+                bad(views::plain_text(params_[i].first).substr(0, 64),
+                    "unknown here" + (list.empty() ? std::string(" (this endpoint takes none)") : " (this endpoint takes: " + list + ")"));
+            }
+            for (std::size_t j = 0; j < i; ++j)
+                if (params_[j].first == params_[i].first) bad(params_[i].first, "given more than once");
+        }
+    }
+
+    std::optional<std::string> get(const char* name) const {
+        for (const auto& param : params_)
+            if (param.first == name) return param.second;
+        return std::nullopt;
+    }
+    std::string required(const char* name) const {
+        const std::optional<std::string> value = get(name);
+        if (!value || value->empty()) bad(name, "required");
+        return *value;
+    }
+    bool flag(const char* name) const {  // "0" or "1" (a checked checkbox sends "1")
+        const std::optional<std::string> value = get(name);
+        if (!value || *value == "0") return false;
+        if (*value == "1") return true;
+        bad(name, "must be 0 or 1");
+    }
+    std::string choice(const char* name, std::vector<const char*> allowed) const {
+        const std::optional<std::string> value = get(name);
+        if (!value) return allowed.front();
+        std::string list;
+        for (const char* option : allowed) {
+            if (*value == option) return *value;
+            list += (list.empty() ? "" : ", ") + std::string(option);
+        }
+        bad(name, "must be one of " + list);
+    }
+    // A decimal without sign or exponent ("10", "0.5"), from `low` to `high` inclusive.
+    double decimal(const char* name, double fallback, double low, double high, const char* unit) const {
+        const std::optional<std::string> value = get(name);
+        if (!value) return fallback;
+        double parsed = 0, scale = 0;
+        bool digits = false;
+        for (const char c : *value) {
+            if (c == '.' && scale == 0) {
+                scale = 1;
+            } else if (c >= '0' && c <= '9' && value->size() <= 15) {
+                digits = true;
+                if (scale == 0) parsed = parsed * 10 + (c - '0');
+                else parsed += (c - '0') * (scale /= 10);
+            } else {
+                digits = false;
+                break;
+            }
+        }
+        if (!digits || parsed < low || parsed > high)
+            bad(name, "must be a number of " + std::string(unit) + " from " + number(low) + " to " + number(high) +
+                          (value->empty() ? "" : ", not '" + views::plain_text(value->substr(0, 32)) + "'"));
+        return parsed;
+    }
+    std::uint64_t whole(const char* name, std::uint64_t fallback, std::uint64_t low, std::uint64_t high) const {
+        const std::optional<std::string> value = get(name);
+        if (!value) return fallback;
+        std::uint64_t number = 0;
+        bool ok = !value->empty() && value->size() <= 9;
+        for (const char c : *value) ok = ok && c >= '0' && c <= '9' && ((number = number * 10 + static_cast<std::uint64_t>(c - '0')), true);
+        if (!ok || number < low || number > high)
+            bad(name, "must be a whole number from " + std::to_string(low) + " to " + std::to_string(high) +
+                          (value->empty() ? "" : ", not '" + views::plain_text(value->substr(0, 32)) + "'"));
+        return number;
+    }
+
+private:
+    const Params& params_;
+    std::vector<const char*> known_;
+};
+
+inline Nanos from_seconds(double seconds) {
+    return std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(seconds));
+}
+inline Nanos from_millis(double millis) {
+    return std::chrono::duration_cast<Nanos>(std::chrono::duration<double, std::milli>(millis));
+}
+
+// ---- who may ask ----------------------------------------------------------------------------------
+
+inline std::string lower(std::string_view text) {
+    std::string out(text);
+    for (char& c : out)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return out;
+}
+
+// A Host header or an origin's authority ("127.0.0.1:80", "[::1]", "localhost") split into its name
+// and its port with the ':' ("" when there is none, ":" when it is empty); false when a bracket is
+// malformed.
+inline bool split_authority(std::string_view authority, std::string_view& name, std::string_view& port) {
+    if (!authority.empty() && authority.front() == '[') {
+        const std::size_t close = authority.find(']');
+        if (close == std::string_view::npos) return false;
+        name = authority.substr(0, close + 1);
+        port = authority.substr(close + 1);
+        return port.empty() || port.front() == ':';
+    }
+    const std::size_t colon = authority.find(':');
+    name = authority.substr(0, colon);
+    port = colon == std::string_view::npos ? std::string_view() : authority.substr(colon);
+    return true;
+}
+
+inline bool valid_port(std::string_view port) {  // none, or ':' and a number from 1 to 65535
+    if (port.empty()) return true;
+    port.remove_prefix(1);
+    if (port.empty() || port.size() > 5) return false;
+    unsigned long value = 0;
+    for (const char c : port) {
+        if (c < '0' || c > '9') return false;
+        value = value * 10 + static_cast<unsigned long>(c - '0');
+    }
+    return value >= 1 && value <= 65535;
+}
+
+// The host name of an authority, lower-case, IPv6 in brackets; nothing when it is malformed.
+inline std::optional<std::string> host_name(std::string_view authority) {
+    std::string_view name, port;
+    if (!split_authority(authority, name, port) || !valid_port(port) || name.empty()) return std::nullopt;
+    return lower(name);
+}
+
+inline bool allowed_host(const std::string& name, const std::vector<std::string>& allowed) {
+    if (name == "127.0.0.1" || name == "[::1]" || name == "localhost") return true;
+    for (const std::string& host : allowed)
+        if (name == host) return true;
+    return false;
+}
+
+// An IPv4 or IPv6 address; IPv4 as IPv4-mapped IPv6 (::ffff:a.b.c.d), which is also how a dual-stack
+// socket reports an IPv4 client, so one comparison covers both.
+using Address = std::array<unsigned char, 16>;
+
+inline std::optional<Address> parse_address(std::string_view text) {
+    const std::string copy(text);  // inet_pton wants a terminated string
+    Address out{};
+    unsigned char v4[4];
+    if (::inet_pton(AF_INET, copy.c_str(), v4) == 1) {
+        out[10] = out[11] = 0xff;
+        std::memcpy(out.data() + 12, v4, sizeof v4);
+        return out;
+    }
+    if (::inet_pton(AF_INET6, copy.c_str(), out.data()) == 1) return out;
+    return std::nullopt;
+}
+
+// AdminRequest::peer: "a.b.c.d:port", "[v6]:port", or either without the port; an IPv6 zone
+// ("%eth0") is ignored.
+inline std::optional<Address> peer_address(std::string_view peer) {
+    std::string_view host = peer;
+    if (!peer.empty() && peer.front() == '[') {
+        const std::size_t close = peer.find(']');
+        if (close == std::string_view::npos) return std::nullopt;
+        host = peer.substr(1, close - 1);
+    } else if (peer.find(':') != std::string_view::npos && peer.find(':') == peer.rfind(':')) {
+        host = peer.substr(0, peer.find(':'));
+    }
+    return parse_address(host.substr(0, host.find('%')));
+}
+
+struct Network {
+    Address address;
+    std::size_t bits;  // of the 128; an IPv4 prefix counts the 96 of the mapping too
+};
+
+// "10.0.0.0/8", "fd00::/8", or an address alone (all its bits); nothing when malformed.
+inline std::optional<Network> parse_network(std::string_view cidr) {
+    const std::size_t slash = cidr.find('/');
+    const std::optional<Address> address = parse_address(cidr.substr(0, slash));
+    if (!address) return std::nullopt;
+    const bool v4 = cidr.substr(0, slash).find(':') == std::string_view::npos;
+    const std::size_t most = v4 ? 32 : 128;
+    std::size_t bits = most;
+    if (slash != std::string_view::npos) {
+        const std::string_view digits = cidr.substr(slash + 1);
+        if (digits.empty() || digits.size() > 3) return std::nullopt;
+        bits = 0;
+        for (const char c : digits) {
+            if (c < '0' || c > '9') return std::nullopt;
+            bits = bits * 10 + static_cast<std::size_t>(c - '0');
+        }
+        if (bits > most) return std::nullopt;
+    }
+    return Network{*address, v4 ? bits + 96 : bits};
+}
+
+inline bool in_network(const Address& address, const Network& network) {
+    const std::size_t whole = network.bits / 8, rest = network.bits % 8;
+    if (std::memcmp(address.data(), network.address.data(), whole) != 0) return false;
+    if (rest == 0) return true;
+    const unsigned mask = (0xffu << (8 - rest)) & 0xffu;
+    return ((static_cast<unsigned>(address[whole]) ^ network.address[whole]) & mask) == 0;
+}
+
+inline bool is_loopback(const Address& address) {
+    return in_network(address, *parse_network("127.0.0.0/8")) || in_network(address, *parse_network("::1"));
+}
+
+// A loopback peer, or one in `allowed` (already checked by the handler's constructor).
+inline bool allowed_peer(std::string_view peer, const std::vector<std::string>& allowed) {
+    const std::optional<Address> address = peer_address(peer);
+    if (!address) return false;
+    if (is_loopback(*address)) return true;
+    for (const std::string& cidr : allowed)
+        if (const std::optional<Network> network = parse_network(cidr))
+            if (in_network(*address, *network)) return true;
+    return false;
+}
+
+// Anything after the media type must be parameters: `; name=value`, empty ones allowed (RFC 9110).
+inline bool form_content_type(std::string_view content_type) {
+    const std::string value = lower(content_type);
+    const std::string_view form = "application/x-www-form-urlencoded";
+    if (value.compare(0, form.size(), form) != 0) return false;
+    std::string_view rest = std::string_view(value).substr(form.size());
+    const auto trim = [](std::string_view part) {
+        while (!part.empty() && (part.front() == ' ' || part.front() == '\t')) part.remove_prefix(1);
+        while (!part.empty() && (part.back() == ' ' || part.back() == '\t')) part.remove_suffix(1);
+        return part;
+    };
+    rest = trim(rest);
+    while (!rest.empty()) {
+        if (rest.front() != ';') return false;
+        rest.remove_prefix(1);
+        const std::size_t next = rest.find(';');
+        const std::string_view parameter = trim(rest.substr(0, next));
+        rest = next == std::string_view::npos ? std::string_view() : rest.substr(next);
+        if (parameter.empty()) continue;
+        const std::size_t eq = parameter.find('=');
+        if (eq == 0 || eq == std::string_view::npos || eq + 1 == parameter.size()) return false;
+        for (const char c : parameter.substr(0, eq))
+            if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr))
+                return false;
+    }
+    return true;
+}
+
+// The time a comparison takes does not depend on where the strings differ.
+inline bool same_secret(std::string_view given, std::string_view secret) {
+    unsigned difference = given.size() == secret.size() ? 0u : 1u;
+    for (std::size_t i = 0; i < given.size(); ++i)
+        difference |= static_cast<unsigned>(static_cast<unsigned char>(given[i]) ^ static_cast<unsigned char>(secret[i % secret.size()]));
+    return difference == 0;
+}
+
+// Nothing when the request may go on; else the refusal.
+inline std::optional<AdminResponse> check_caller(const AdminRequest& request, const AdminOptions& options) {
+    const auto forbidden = [](const std::string& why) {
+        return text("403 Forbidden: " + why + "\n", 403);
+    };
+    // A token admits any peer (it is asked of every request below); else only loopback and allowed_peers.
+    if (options.token.empty() && !allowed_peer(request.peer, options.allowed_peers))
+        return forbidden(request.peer.empty()
+                             ? std::string("no peer address (AdminRequest::peer): the server must say who connected")
+                             : "peer " + views::plain_text(request.peer.substr(0, 64)) +
+                                   " is not loopback nor in the allow-list (AdminOptions::allowed_peers), and no token is set");
+    std::string_view host_part, port;
+    if (split_authority(request.host, host_part, port) && !host_part.empty() && !valid_port(port))
+        return text("400 Bad Request: the Host header's port must be a number from 1 to 65535\n", 400);
+    const std::optional<std::string> host = host_name(request.host);
+    if (!host) return forbidden(request.host.empty() ? "no Host header" : "malformed Host header");
+    if (!allowed_host(*host, options.allowed_hosts))
+        return forbidden("Host '" + views::plain_text(host->substr(0, 64)) +
+                         "' is not a loopback name nor in the allow-list (AdminOptions::allowed_hosts)");
+    if (!request.origin.empty()) {
+        const std::string origin = lower(request.origin);
+        std::string_view authority;
+        if (origin.compare(0, 7, "http://") == 0) authority = std::string_view(origin).substr(7);
+        else if (origin.compare(0, 8, "https://") == 0) authority = std::string_view(origin).substr(8);
+        const std::optional<std::string> name = authority.empty() ? std::nullopt : host_name(authority);
+        if (!name || !allowed_host(*name, options.allowed_hosts))
+            return forbidden("Origin '" + views::plain_text(request.origin.substr(0, 64)) +
+                             "' is not a loopback origin nor in the allow-list: cross-site requests are refused");
+    }
+    if (!options.token.empty()) {
+        const std::string& header = request.authorization;
+        const bool bearer = header.size() > 7 && lower(header.substr(0, 7)) == "bearer ";
+        std::string_view given = bearer ? std::string_view(header).substr(7) : std::string_view();
+        while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
+        if (!bearer || !same_secret(given, options.token)) {
+            AdminResponse refused = text(header.empty() ? "401 Unauthorized: this endpoint needs Authorization: Bearer <token>\n"
+                                                        : "401 Unauthorized: wrong token\n",
+                                         401);
+            refused.headers.emplace_back("WWW-Authenticate", header.empty() ? "Bearer realm=\"tracetree\""
+                                                                            : "Bearer realm=\"tracetree\", error=\"invalid_token\"");
+            return refused;
+        }
+    }
+    return std::nullopt;
+}
+
+// ---- JSON for the values views.hpp has no writer for ----------------------------------------------
+
+template <class Value>
+void write_origin(std::ostream& out, const Value& value) {  // when and where a stack or watch event happened
+    out << "\"start_ns\":" << views::time_ns(value.start) << ",\"thread_name\":" << views::json_string(value.thread_name)
+        << ",\"thread_id\":" << std::to_string(value.thread_id) << ",\"fields\":";
+    views::write_pairs(out, value.fields);
+    out << ",\"cost_ns\":" << std::to_string(value.cost.count()) << ",\"threw\":" << (value.threw ? "true" : "false");
+}
+
+inline void write_json(std::ostream& out, const StackTrace& stack) {
+    out << '{';
+    write_origin(out, stack);
+    out << ",\"frames\":[";
+    for (std::size_t i = 0; i < stack.frames.size(); ++i)
+        out << (i == 0 ? "" : ",") << "{\"name\":" << views::json_string(stack.frames[i].name)
+            << ",\"file\":" << views::json_string(stack.frames[i].file) << ",\"line\":" << std::to_string(stack.frames[i].line) << '}';
+    out << "]}";
+}
+
+inline void write_json(std::ostream& out, const WatchEvent& event) {
+    out << '{';
+    write_origin(out, event);
+    out << ",\"scope\":" << views::json_string(event.scope) << ",\"file\":" << views::json_string(event.file)
+        << ",\"line\":" << std::to_string(event.line) << ",\"values\":";
+    views::write_pairs(out, event.values);
+    out << '}';
+}
+
+inline void write_json(std::ostream& out, const MonitorInterval& interval) {
+    out << "{\"start_ns\":" << views::time_ns(interval.start) << ",\"end_ns\":" << views::time_ns(interval.end) << ",\"rows\":[";
+    for (std::size_t i = 0; i < interval.rows.size(); ++i) {
+        const MonitorRow& row = interval.rows[i];
+        out << (i == 0 ? "" : ",") << "{\"name\":" << views::json_string(row.name) << ",\"file\":" << views::json_string(row.file)
+            << ",\"line\":" << std::to_string(row.line) << ",\"calls\":" << std::to_string(row.calls)
+            << ",\"failed\":" << std::to_string(row.failed) << ",\"total_ns\":" << std::to_string(row.total.count())
+            << ",\"min_ns\":" << std::to_string(row.min.count()) << ",\"max_ns\":" << std::to_string(row.max.count()) << '}';
+    }
+    out << "]}";
+}
+
+inline void write_json_value(std::ostream& out, const Trace& trace) {  // views.hpp's, without its newline
+    std::ostringstream one;
+    tracetree::write_json(one, trace);
+    std::string text = one.str();
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    out << text;
+}
+inline void write_json_value(std::ostream& out, const StackTrace& stack) { write_json(out, stack); }
+inline void write_json_value(std::ostream& out, const WatchEvent& event) { write_json(out, event); }
+inline void write_json_value(std::ostream& out, const MonitorInterval& interval) { write_json(out, interval); }
+
+// ---- HTML -----------------------------------------------------------------------------------------
+
+inline std::string html(std::string_view raw) {  // text and attribute values; not UTF-8 becomes U+FFFD
+    std::string out;
+    for (const char c : views::utf8(raw)) {
+        if (c == '&') out += "&amp;";
+        else if (c == '<') out += "&lt;";
+        else if (c == '>') out += "&gt;";
+        else if (c == '"') out += "&quot;";
+        else if (c == '\'') out += "&#39;";
+        else if (views::is_control(static_cast<unsigned char>(c)) && c != '\n' && c != '\t') out += "\xEF\xBF\xBD";
+        else out += c;
+    }
+    return out;
+}
+
+// Nothing is loaded from elsewhere: no scripts at all, styles inline, forms only to this server.
+inline const char* kSecurityPolicy =
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'";
+
+inline const char* kStyle =
+    "body{font-family:system-ui,sans-serif;margin:1.5em;max-width:80em;color:#222}"
+    "h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}"
+    "pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:13px}"
+    "form{margin:.4em 0}label{margin-right:.8em}input[type=text]{width:22em}input.n{width:5em}"
+    "svg{max-width:100%;height:auto}code{background:#f2f2f2}.note{color:#666}.hot{color:#c00}";
+
+inline std::string page(const std::string& title, const std::string& body) {
+    return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html(title) +
+           "</title><style>" + kStyle + "</style></head>\n<body>\n" + body + "</body></html>\n";
+}
+
+inline AdminResponse html_response(std::string body, int status = 200) {
+    AdminResponse out = response("text/html; charset=utf-8", std::move(body), status);
+    out.headers.emplace_back("Content-Security-Policy", kSecurityPolicy);
+    // Not no-referrer: with it a browser sends `Origin: null` on the page's own POST forms.
+    out.headers.emplace_back("Referrer-Policy", "same-origin");
+    return out;
+}
+
+// A text answer as a page for the forms: the text, and the way back. A tree line that render's
+// marker ends (`+---[...] name <- hot`) is the hot node's: red, with a title and a legend.
+inline AdminResponse as_page(const std::string& prefix, const std::string& title, const std::string& body) {
+    const std::string_view marker = kHotMarker;
+    std::string text;
+    bool hot = false;
+    for (std::size_t start = 0; start < body.size();) {
+        const std::size_t end = std::min(body.find('\n', start), body.size());
+        const std::string_view line(body.data() + start, end - start);
+        const std::size_t tree = line.find_first_not_of(" |");
+        if (line.size() > marker.size() && line.substr(line.size() - marker.size()) == marker && tree != line.npos &&
+            (line.substr(tree, 5) == "+---[" || line.substr(tree, 5) == "`---[")) {
+            text += html(line.substr(0, tree + 4)) + "<span class=\"hot\" title=\"hot path: the costliest call below the root\">" +
+                    html(line.substr(tree + 4)) + "</span>";
+            hot = true;
+        } else {
+            text += html(line);
+        }
+        if (end < body.size()) text += '\n';
+        start = end + 1;
+    }
+    const char* legend = "<p class=\"note\"><span class=\"hot\">Red, ending &lt;- hot</span>: the costliest call below "
+                         "the root, where the time went.</p>\n";
+    return html_response(page(title, "<p><a href=\"" + html(prefix) + "/\">&larr; tracetree</a></p>\n<h1>" + html(title) +
+                                         "</h1>\n<pre>" + text + "</pre>\n" + (hot ? legend : "")));
+}
+
+// The answer in the format asked: "text", "json" (already JSON in `json`) or "html".
+inline AdminResponse answer(const std::string& format, const std::string& prefix, const std::string& title,
+                            const std::string& plain, const std::string& json) {
+    if (format == "json") return response("application/json", json);
+    if (format == "html") return as_page(prefix, title, plain);
+    return text(plain);
+}
+
+// ---- waiting ------------------------------------------------------------------------------------
+
+enum class Outcome { complete, timed_out, cancelled, cut };
+
+inline const char* outcome_name(Outcome outcome) {
+    return outcome == Outcome::complete    ? "complete"
+           : outcome == Outcome::timed_out ? "timeout"
+           : outcome == Outcome::cancelled ? "cancelled"
+                                           : "cut";
+}
+
+// Keeps at most `limit` bytes of what is written and counts the rest, so that a value too big for
+// AdminOptions::max_body is never built whole.
+class BoundedBuffer : public std::streambuf {
+public:
+    explicit BoundedBuffer(std::size_t limit) : limit_(limit) {}
+    std::string& text() { return kept_; }
+    std::size_t size() const { return written_; }
+    bool overflowed() const { return written_ > limit_; }
+    void rewind(std::size_t size) {  // forgets what was written after `size` bytes
+        kept_.resize(std::min(size, kept_.size()));
+        written_ = size;
+    }
+
+protected:
+    int_type overflow(int_type c) override {
+        if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+        const char byte = traits_type::to_char_type(c);
+        xsputn(&byte, 1);
+        return c;
+    }
+    std::streamsize xsputn(const char* bytes, std::streamsize count) override {
+        const std::size_t n = static_cast<std::size_t>(count);
+        if (kept_.size() < limit_) kept_.append(bytes, std::min(n, limit_ - kept_.size()));
+        written_ += n;
+        return count;
+    }
+
+private:
+    std::size_t limit_;
+    std::size_t written_ = 0;
+    std::string kept_;
+};
+
+// What fits of a text in whole lines, and a last line that says what was cut.
+inline std::string cut_lines(BoundedBuffer& buffer, std::size_t limit, const char* what) {
+    std::string& out = buffer.text();
+    if (!buffer.overflowed()) return std::move(out);
+    const std::size_t line_end = out.rfind('\n');
+    out.resize(line_end == std::string::npos ? 0 : line_end + 1);
+    return std::move(out) + "Cut at " + std::to_string(limit) + " bytes (AdminOptions::max_body): " + what + " is " +
+           std::to_string(buffer.size()) + " bytes; the lines after these did not fit.\n";
+}
+
+// A document that is no use cut (JSON, SVG): whole, or a 507 that says how big it is (the server
+// cannot hold the representation within its limit; 413 would blame the request's body).
+inline std::string whole(BoundedBuffer& buffer, std::size_t limit, const char* what) {
+    if (buffer.overflowed())
+        refuse(507, std::string(what) + " is " + std::to_string(buffer.size()) + " bytes, above " + std::to_string(limit) +
+                        " (AdminOptions::max_body); format=text or folded answers with what fits");
+    return std::move(buffer.text());
+}
+
+}  // namespace admin
+}  // namespace detail
+
+// One call waiting: its stop action is reachable from its token and from shutdown().
+struct AdminHandler::Waiter {
+    AdminHandler& handler;
+    CancelToken* token;
+    std::function<void()> stop;
+    bool cancelled = false;  // by shutdown(); guarded by the handler's mutex
+
+    // Takes a place among the waiting calls; 503 when they are all taken.
+    Waiter(AdminHandler& owner, CancelToken* cancel) : handler(owner), token(cancel) {
+        std::lock_guard<std::mutex> lock(handler.mutex_);
+        if (handler.shut_down_) detail::admin::refuse(503, "the server is stopping");
+        if (handler.waiters_.size() >= handler.options_.max_waiting)
+            detail::admin::refuse(503,
+                                  std::to_string(handler.waiters_.size()) +
+                                      " calls are waiting already, the limit (AdminOptions::max_waiting); try again later",
+                                  {{"Retry-After", "1"}});
+        handler.waiters_.push_back(this);
+    }
+    ~Waiter() {
+        release();
+        {
+            std::lock_guard<std::mutex> lock(handler.mutex_);
+            for (std::size_t i = 0; i < handler.waiters_.size(); ++i)
+                if (handler.waiters_[i] == this) handler.waiters_.erase(handler.waiters_.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+        handler.changed_.notify_all();
+    }
+    Waiter(const Waiter&) = delete;
+    Waiter& operator=(const Waiter&) = delete;
+
+    // Arms `stop_session` (which wakes the session's wait) for a cancel or a shutdown; runs it at once
+    // when either came first.
+    void arm(std::function<void()> stop_session) {
+        bool stopped = false;
+        {
+            std::lock_guard<std::mutex> lock(handler.mutex_);
+            stop = stop_session;
+            stopped = cancelled;
+        }
+        handler.changed_.notify_all();  // wait_for_waiting(): this call now waits for real
+        if (token != nullptr && !detail::admin::TokenAccess::attach(*token, stop_session)) stopped = true;
+        if (stopped) stop_session();
+    }
+    // Neither the token nor shutdown() runs the stop action after this returns.
+    void release() {
+        if (token != nullptr) detail::admin::TokenAccess::detach(*token);
+        std::lock_guard<std::mutex> lock(handler.mutex_);
+        stop = nullptr;
+    }
+    bool was_cancelled() const {
+        if (token != nullptr && token->cancelled()) return true;
+        std::lock_guard<std::mutex> lock(handler.mutex_);
+        return cancelled;
+    }
+};
+
+// ---- definitions ------------------------------------------------------------------------------
+
+inline void CancelToken::cancel() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cancelled_) return;
+    cancelled_ = true;
+    if (on_cancel_) on_cancel_();
+}
+
+inline bool CancelToken::cancelled() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cancelled_;
+}
+
+inline AdminHandler::AdminHandler(AdminOptions options) : options_(std::move(options)) {
+    const std::string& prefix = options_.prefix;
+    if (!prefix.empty() && (prefix.front() != '/' || prefix.back() == '/'))
+        throw std::invalid_argument("tracetree: AdminOptions::prefix must start with '/' and not end with one, or be empty; got '" +
+                                    prefix + "'");
+    for (const char c : prefix)
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '/' || c == '-' || c == '_' ||
+              c == '.' || c == '~'))
+            throw std::invalid_argument("tracetree: AdminOptions::prefix may hold only letters, digits and / - _ . ~");
+    for (const std::string& host : options_.allowed_hosts) {
+        const std::optional<std::string> name = detail::admin::host_name(host);
+        if (!name || *name != host || (host.find(':') != std::string::npos && host.front() != '['))
+            throw std::invalid_argument("tracetree: AdminOptions::allowed_hosts holds host names in lower case without a port "
+                                        "(IPv6 in brackets); got '" + host + "'");
+    }
+    for (const std::string& cidr : options_.allowed_peers)
+        if (!detail::admin::parse_network(cidr))
+            throw std::invalid_argument("tracetree: AdminOptions::allowed_peers holds addresses or networks in CIDR "
+                                        "notation (\"10.0.0.0/8\", \"fd00::/8\", \"192.0.2.7\"); got '" + cidr + "'");
+    if (options_.max_waiting < 1 || options_.max_waiting > 32)
+        throw std::invalid_argument("tracetree: AdminOptions::max_waiting must be between 1 and 32");
+    if (options_.max_timeout < std::chrono::seconds(1) || options_.max_timeout > std::chrono::hours(1))
+        throw std::invalid_argument("tracetree: AdminOptions::max_timeout must be between 1 s and 1 h");
+    if (options_.max_n < 1 || options_.max_n > 10000)
+        throw std::invalid_argument("tracetree: AdminOptions::max_n must be between 1 and 10000");
+    if (options_.max_body < 1024 || options_.max_body > (std::size_t{1} << 30))
+        throw std::invalid_argument("tracetree: AdminOptions::max_body must be between 1 KiB and 1 GiB");
+}
+
+inline AdminHandler::~AdminHandler() {
+    shutdown();
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return calls_ == 0; });
+}
+
+inline void AdminHandler::shutdown() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shut_down_ = true;
+    for (Waiter* waiter : waiters_) {
+        waiter->cancelled = true;
+        if (waiter->stop) waiter->stop();
+    }
+}
+
+inline std::size_t AdminHandler::waiting() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t armed = 0;
+    for (const Waiter* waiter : waiters_) armed += waiter->stop ? 1u : 0u;
+    return armed;
+}
+
+inline bool AdminHandler::wait_for_waiting(std::size_t count, Nanos timeout) const {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] {
+        std::size_t armed = 0;
+        for (const Waiter* waiter : waiters_) armed += waiter->stop ? 1u : 0u;
+        return armed == count;
+    });
+}
+
+inline bool AdminHandler::handles(std::string_view target) const {
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (path.compare(0, options_.prefix.size(), options_.prefix) != 0) return false;
+    return path.size() == options_.prefix.size() || path[options_.prefix.size()] == '/';
+}
+
+inline AdminResponse AdminHandler::handle(const AdminRequest& request) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++calls_;
+    }
+    AdminResponse out;
+    try {
+        out = dispatch(request);
+    } catch (const detail::admin::Refusal& refusal) {
+        out = detail::admin::text(std::to_string(refusal.status) + " " + detail::admin::status_text(refusal.status) + ": " +
+                                      refusal.message + "\n",
+                                  refusal.status);
+        out.headers.insert(out.headers.end(), refusal.headers.begin(), refusal.headers.end());
+    } catch (const std::bad_alloc&) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            --calls_;
+        }
+        changed_.notify_all();
+        throw;
+    } catch (const std::exception& e) {  // a renderer's or the recorder's: the caller's server goes on
+        out = detail::admin::text(std::string("500 Internal Server Error: ") + e.what() + "\n", 500);
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --calls_;
+    }
+    changed_.notify_all();
+    return out;
+}
+
+inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
+    using namespace detail::admin;
+    if (std::optional<AdminResponse> refused = check_caller(request, options_)) return *refused;
+    const std::size_t question = request.target.find('?');
+    const std::string path = request.target.substr(0, question);
+    if (!handles(path)) refuse(404, "not under " + (options_.prefix.empty() ? std::string("/") : options_.prefix));
+    std::string endpoint = path.substr(options_.prefix.size());
+    if (!endpoint.empty() && endpoint.front() == '/') endpoint.erase(0, 1);
+
+    struct Route {
+        const char* name;
+        const char* method;
+    };
+    static const Route routes[] = {{"", "GET"},          {"trace", "GET"},          {"stack", "GET"},
+                                   {"watch", "GET"},     {"monitor", "GET"},        {"profile", "GET"},
+                                   {"timeline", "GET"},  {"timeline/start", "POST"}, {"timeline/stop", "POST"},
+                                   {"recorder", "GET"},  {"recorder/start", "POST"}, {"recorder/stop", "POST"},
+                                   {"reset", "POST"}};
+    const Route* route = nullptr;
+    for (const Route& candidate : routes)
+        if (endpoint == candidate.name) route = &candidate;
+    if (route == nullptr)
+        refuse(404, "no endpoint '" + detail::views::plain_text(endpoint.substr(0, 64)) + "'; the index " +
+                        (options_.prefix.empty() ? std::string("/") : options_.prefix + "/") + " lists them");
+    if (request.method != route->method)
+        refuse(405, std::string("use ") + route->method + " for " + (endpoint.empty() ? "the index" : endpoint) +
+                        (std::string(route->method) == "POST" ? " (it changes state)" : ""),
+               {{"Allow", route->method}});
+
+    Params params;
+    if (question != std::string::npos) parse_form(std::string_view(request.target).substr(question + 1), "query", params);
+    if (!request.body.empty()) {
+        if (request.body.size() > 65536) refuse(413, "a body of at most 64 KiB");
+        if (!form_content_type(request.content_type))
+            refuse(415, "a body holds parameters as application/x-www-form-urlencoded (parameters such as "
+                        "'; charset=utf-8' may follow, nothing else)");
+        parse_form(request.body, "body", params);
+    }
+
+    if (endpoint.empty()) {
+        Reader{params, {}};
+        return html_response(index_page());
+    }
+    if (endpoint == "trace" || endpoint == "stack" || endpoint == "watch" || endpoint == "monitor")
+        return wait_for(request, endpoint, params);
+    if (endpoint.compare(0, 8, "recorder") == 0) return recorder_endpoint(endpoint, params);
+    if (endpoint == "profile") {
+        const Reader reader(params, {"format", "threads"});
+        const std::string format = reader.choice("format", {"text", "human", "folded", "svg", "json", "html"});
+        const bool threads = reader.flag("threads");
+        Profile profile = tracetree::profile();
+        if (!threads && format != "svg" && format != "folded") {  // merged in place: no second copy of the threads
+            ThreadProfile all = profile.merged();
+            profile.threads.clear();
+            profile.threads.push_back(std::move(all));
+        }
+        const Profile& shown = profile;
+        // Held to max_body as a call's values are: the writers run whole, the buffer keeps what fits.
+        BoundedBuffer kept(options_.max_body);
+        std::ostream out(&kept);
+        if (format == "svg" || format == "folded") {
+            FlameGraphOptions svg;
+            svg.thread_frames = threads;
+            FoldedOptions folded;
+            folded.thread_frames = threads;
+            if (format == "svg") write_flamegraph_svg(out, profile, svg);
+            else write_folded(out, profile, folded);
+            return format == "svg" ? response("image/svg+xml", whole(kept, options_.max_body, "the flame graph"))
+                                   : text(cut_lines(kept, options_.max_body, "the folded stacks"));
+        }
+        if (format == "json") {
+            tracetree::write_json(out, shown);
+            return response("application/json", whole(kept, options_.max_body, "the profile's JSON"));
+        }
+        if (format == "human") render_human(out, shown);
+        else render(out, shown, RenderOptions().colour(Colour::never).hot_marker());
+        return answer(format, options_.prefix, "profile", cut_lines(kept, options_.max_body, "the profile"), "");
+    }
+    if (endpoint == "timeline") {
+        Reader{params, {}};
+        std::ostringstream out;
+        write_chrome_trace(out, tracetree::timeline());
+        return response("application/json", out.str());
+    }
+    if (endpoint == "timeline/start") {
+        const Reader reader(params, {"max_spans", "format"});
+        const std::string format = reader.choice("format", {"text", "html"});
+        const std::uint64_t spans = reader.whole("max_spans", 65536, 1, 16777216);
+        start_timeline(static_cast<std::size_t>(spans));
+        return answer(format, options_.prefix, "timeline",
+                      "timeline started: at most " + std::to_string(spans) + " spans per thread; GET " + options_.prefix +
+                          "/timeline for Chrome/Perfetto JSON\n",
+                      "");
+    }
+    if (endpoint == "timeline/stop") {
+        const Reader reader(params, {"format"});
+        const std::string format = reader.choice("format", {"text", "html"});
+        stop_timeline();
+        return answer(format, options_.prefix, "timeline", "timeline stopped (what it recorded stays readable)\n", "");
+    }
+    // reset
+    const Reader reader(params, {"format"});
+    const std::string format = reader.choice("format", {"text", "html"});
+    tracetree::reset();
+    return answer(format, options_.prefix, "reset", "profile reset: every thread starts counting again\n", "");
+}
+
+// trace, stack, watch and monitor: start a session, wait for its values, answer with them.
+inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const std::string& endpoint,
+                                            const detail::admin::Params& params) {
+    using namespace detail::admin;
+    const bool is_monitor = endpoint == "monitor";
+    std::vector<const char*> known = {"pattern", "regex", "n", "format"};
+    if (is_monitor) known.push_back("interval");
+    else known.insert(known.end(), {"cost", "timeout"});
+    if (endpoint == "watch") known.push_back("values");
+    const Reader reader(params, known);
+    const std::string pattern = reader.required("pattern");
+    const bool regex = reader.flag("regex");
+    const std::string format = reader.choice("format", {"text", "json", "html"});
+    const double max_seconds = std::chrono::duration<double>(options_.max_timeout).count();
+    const std::uint64_t n = reader.whole("n", 1, 1, options_.max_n);
+    const double cost_ms = is_monitor ? 0 : reader.decimal("cost", 0, 0, 3600000, "milliseconds");
+    double seconds = 0;
+    if (is_monitor) {
+        const double interval = reader.decimal("interval", 1, 0.001, max_seconds, "seconds");
+        if (interval * static_cast<double>(n) > max_seconds)
+            bad("n", "interval * n must be at most " + number(max_seconds) + " s (AdminOptions::max_timeout)");
+        seconds = interval;
+    } else {
+        seconds = reader.decimal("timeout", std::min(30.0, max_seconds), 0.001, max_seconds, "seconds");
+    }
+    std::vector<std::string> value_names;
+    if (const std::optional<std::string> names = endpoint == "watch" ? reader.get("values") : std::nullopt) {
+        std::string_view list = *names;
+        while (true) {
+            const std::size_t comma = list.find(',');
+            const std::string name(list.substr(0, comma));
+            if (name.empty()) bad("values", "a comma-separated list of names, none empty");
+            value_names.push_back(name);
+            if (value_names.size() > 64) bad("values", "at most 64 names");
+            if (comma == std::string_view::npos) break;
+            list.remove_prefix(comma + 1);
+        }
+    }
+
+    Waiter waiter(*this, request.cancel.get());
+    const auto started = std::chrono::steady_clock::now();
+    const Nanos min_cost = from_millis(cost_ms);
+    // The session, built here: a PatternError names the pattern; any other refusal is the recorder's
+    // limit on sessions running at once.
+    const auto open = [&](auto make) {
+        try {
+            return make();
+        } catch (const PatternError& e) {
+            bad("pattern", e.what());
+        } catch (const std::invalid_argument& e) {
+            refuse(503, e.what(), {{"Retry-After", "1"}});
+        }
+    };
+    // Only the format asked is built: a deep trace's text and JSON together cost twice the memory.
+    const bool as_json = format == "json";
+    BoundedBuffer values(options_.max_body);
+    std::ostream out(&values);
+    const RenderOptions plain = RenderOptions().colour(Colour::never).hot_marker();
+    // Adds one value; false, leaving it out, when it does not fit in max_body.
+    const auto add = [&](const auto& value, std::size_t index) {
+        const std::size_t before = values.size();
+        if (as_json) {
+            out << (index == 0 ? "\n" : ",\n");
+            write_json_value(out, value);
+        } else {
+            render(out, value, plain);
+        }
+        if (!values.overflowed()) return true;
+        values.rewind(before);
+        return false;
+    };
+    std::size_t got = 0;
+    bool cut = false;
+    Outcome outcome = Outcome::complete;
+
+    // Collects up to n values from a session until the deadline, the cancel or shutdown.
+    const auto collect = [&](auto& session) {
+        waiter.arm([&session] { session.stop(); });
+        const auto deadline = started + from_seconds(seconds);
+        while (got < n) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now >= deadline) break;
+            auto value = session.next(std::chrono::duration_cast<Nanos>(deadline - now));
+            if (!value || (cut = !add(*value, got))) break;
+            ++got;
+        }
+        waiter.release();
+        outcome = cut ? Outcome::cut : got == n ? Outcome::complete : waiter.was_cancelled() ? Outcome::cancelled : Outcome::timed_out;
+    };
+
+    if (endpoint == "trace") {
+        auto session = open([&] { return TraceSession(TraceRequest(pattern).regex(regex).min_cost(min_cost).limit(n)); });
+        collect(session);
+    } else if (endpoint == "stack") {
+        auto session = open([&] { return StackSession(StackRequest(pattern).regex(regex).min_cost(min_cost).limit(n)); });
+        collect(session);
+    } else if (endpoint == "watch") {
+        auto session = open(
+            [&] { return WatchSession(WatchRequest(pattern).regex(regex).min_cost(min_cost).limit(n).values(value_names)); });
+        collect(session);
+    } else {
+        auto monitor = open([&] { return Monitor(MonitorRequest(pattern).regex(regex).interval(from_seconds(seconds))); });
+        waiter.arm([&monitor] { monitor.stop(); });
+        for (; got < n; ++got) {
+            std::optional<MonitorInterval> interval = monitor.next();
+            if (!interval || (cut = !add(*interval, got))) break;
+        }
+        waiter.release();
+        outcome = cut ? Outcome::cut : got == n ? Outcome::complete : Outcome::cancelled;
+    }
+
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const std::string what = std::to_string(got) + " of " + std::to_string(n) + (is_monitor ? " interval(s)" : " invocation(s)") +
+                             " of '" + detail::views::plain_text(pattern) + "'" +
+                             (is_monitor || cost_ms == 0 ? std::string() : " costing at least " + number(cost_ms) + " ms");
+    const char* kind = endpoint == "trace" ? "traces" : endpoint == "stack" ? "stacks" : endpoint == "watch" ? "watches" : "intervals";
+    std::string& body = values.text();
+    if (as_json) {
+        std::ostringstream head;
+        head << "{\"format\":\"tracetree-admin\",\"kind\":\"" << kind << "\",\"pattern\":" << detail::views::json_string(pattern)
+             << ",\"limit\":" << n << ",\"outcome\":\"" << outcome_name(outcome) << '"'
+             << (cut ? ",\"max_body\":" + std::to_string(options_.max_body) : std::string()) << ",\"" << kind << "\":[";
+        body.insert(0, head.str());
+        body += "\n]}\n";
+        return answer(format, options_.prefix, endpoint + " " + pattern, "", body);
+    }
+    if (outcome == Outcome::complete && !is_monitor)
+        body += "Command execution times exceed limit: " + std::to_string(n) +
+                ", so command will exit. You can set it with the n= parameter.\n";
+    else if (outcome == Outcome::timed_out)
+        body += "Timed out after " + number(seconds) + " s: " + what + ".\n";
+    else if (outcome == Outcome::cancelled)
+        body += "Cancelled after " + number(waited) + " s: " + what + ".\n";
+    else if (outcome == Outcome::cut)
+        body += "Cut at " + std::to_string(options_.max_body) + " bytes (AdminOptions::max_body): " + what +
+                "; the next did not fit.\n";
+    return answer(format, options_.prefix, endpoint + " " + pattern, body, "");
+}
+
+inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint, const detail::admin::Params& params) {
+    using namespace detail::admin;
+    std::lock_guard<std::mutex> lock(recorder_mutex_);
+    if (endpoint == "recorder/start") {
+        const Reader reader(params, {"pattern", "regex", "cost", "keep", "format"});
+        const std::string pattern = reader.required("pattern");
+        const bool regex = reader.flag("regex");
+        const double cost_ms = reader.decimal("cost", 0, 0, 3600000, "milliseconds");
+        const std::uint64_t keep = reader.whole("keep", 16, 1, 1000);
+        const std::string format = reader.choice("format", {"text", "html"});
+        if (recorder_running_)
+            refuse(409, "a flight recorder is running for '" + detail::views::plain_text(recorder_pattern_) + "'; POST " +
+                            options_.prefix + "/recorder/stop first");
+        try {
+            recorder_.emplace(RecorderRequest(pattern).regex(regex).min_cost(from_millis(cost_ms)).keep(static_cast<std::size_t>(keep)));
+        } catch (const PatternError& e) {
+            bad("pattern", e.what());
+        } catch (const std::invalid_argument& e) {
+            refuse(503, e.what(), {{"Retry-After", "1"}});
+        }
+        recorder_pattern_ = pattern;
+        recorder_cost_ = from_millis(cost_ms);
+        recorder_running_ = true;
+        return answer(format, options_.prefix, "flight recorder",
+                      "flight recorder started: keeps the last " + std::to_string(keep) + " invocation(s) of '" +
+                          detail::views::plain_text(pattern) + "' costing at least " + number(cost_ms) + " ms; GET " +
+                          options_.prefix + "/recorder shows them\n",
+                      "");
+    }
+    if (endpoint == "recorder/stop") {
+        const Reader reader(params, {"format"});
+        const std::string format = reader.choice("format", {"text", "html"});
+        if (!recorder_running_) refuse(409, "no flight recorder is running");
+        recorder_->stop();
+        recorder_running_ = false;
+        return answer(format, options_.prefix, "flight recorder",
+                      "flight recorder stopped; the traces it kept stay readable until the next start\n", "");
+    }
+    const Reader reader(params, {"format"});
+    const std::string format = reader.choice("format", {"text", "json", "html"});
+    std::ostringstream text_out, json;
+    std::vector<Trace> kept;
+    json << "{\"format\":\"tracetree-admin\",\"kind\":\"recorder\",\"running\":" << (recorder_running_ ? "true" : "false");
+    if (!recorder_) {
+        text_out << "No flight recorder has been started: POST " << options_.prefix
+                 << "/recorder/start?pattern=P&cost=MS&keep=N starts one.\n";
+    } else {
+        kept = recorder_->recent();
+        text_out << "Flight recorder for '" << detail::views::plain_text(recorder_pattern_) << "' costing at least "
+                 << number(std::chrono::duration<double, std::milli>(recorder_cost_).count()) << " ms ("
+                 << (recorder_running_ ? "running" : "stopped") << "): " << recorder_->recorded() << " recorded, "
+                 << kept.size() << " kept, " << recorder_->evicted() << " evicted; oldest first.\n\n";
+        json << ",\"pattern\":" << detail::views::json_string(recorder_pattern_) << ",\"min_cost_ns\":" << recorder_cost_.count()
+             << ",\"recorded\":" << recorder_->recorded() << ",\"evicted\":" << recorder_->evicted();
+    }
+    // Only the format asked, and the traces that fit in max_body, oldest first.
+    BoundedBuffer values(options_.max_body);
+    std::ostream out(&values);
+    std::size_t shown = 0;
+    for (; shown < kept.size(); ++shown) {
+        const std::size_t before = values.size();
+        if (format == "json") {
+            out << (shown == 0 ? "\n" : ",\n");
+            write_json_value(out, kept[shown]);
+        } else {
+            render(out, kept[shown], RenderOptions().colour(Colour::never).hot_marker());
+        }
+        if (!values.overflowed()) continue;
+        values.rewind(before);
+        break;
+    }
+    const bool cut = shown < kept.size();
+    if (format == "json") {
+        json << (cut ? ",\"cut\":true,\"max_body\":" + std::to_string(options_.max_body) : std::string()) << ",\"traces\":["
+             << values.text() << "\n]}\n";
+        return answer(format, options_.prefix, "flight recorder", "", json.str());
+    }
+    text_out << values.text();
+    if (cut)
+        text_out << "Cut at " << options_.max_body << " bytes (AdminOptions::max_body): " << shown << " of " << kept.size()
+                 << " kept trace(s) shown; the next did not fit.\n";
+    return answer(format, options_.prefix, "flight recorder", text_out.str(), "");
+}
+
+inline std::string AdminHandler::index_page() {
+    using detail::admin::html;
+    const std::string p = html(options_.prefix);
+    const RecorderInfo info = recorder_info();
+    const Profile profile = tracetree::profile();
+    std::ostringstream body;
+    body << "<h1>tracetree</h1>\n<p class=\"note\">version " << html(info.version) << ", recorder in <code>"
+         << html(info.module) << "</code>, " << info.threads << " thread(s) recorded, " << info.nodes
+         << " nodes allocated. Every endpoint takes <code>format=</code> as listed; see docs/admin.md.</p>\n";
+    if (server_note_) {
+        const std::string note = server_note_();
+        if (!note.empty()) body << "<p id=\"listener\" class=\"note\">" << html(note) << ".</p>\n";
+    }
+
+    const auto field = [](const char* label, const char* name, const char* value, const char* css = "") {
+        return std::string("<label>") + label + " <input type=\"text\" name=\"" + name + "\" value=\"" + value + "\"" +
+               (*css != '\0' ? std::string(" class=\"") + css + "\"" : std::string()) + "></label>";
+    };
+    const std::string regex = "<label><input type=\"checkbox\" name=\"regex\" value=\"1\"> regex</label>";
+    const auto wait_form = [&](const char* endpoint, const char* title, const std::string& extra, const char* button) {
+        body << "<h2>" << title << "</h2>\n<form method=\"get\" action=\"" << p << '/' << endpoint << "\" id=\"" << endpoint
+             << "-form\">" << field("pattern", "pattern", "") << ' ' << regex << ' ' << extra
+             << "<input type=\"hidden\" name=\"format\" value=\"html\"> <button type=\"submit\">" << button
+             << "</button></form>\n";
+    };
+    wait_form("trace", "Trace: the call tree of the next slow invocations (Arthas <code>trace</code>)",
+              field("min cost (ms)", "cost", "0", "n") + field("n", "n", "1", "n") + field("timeout (s)", "timeout", "30", "n"),
+              "Trace");
+    wait_form("stack", "Stack: who calls it (Arthas <code>stack</code>)",
+              field("min cost (ms)", "cost", "0", "n") + field("n", "n", "1", "n") + field("timeout (s)", "timeout", "30", "n"),
+              "Stack");
+    wait_form("watch", "Watch: the values it saw (Arthas <code>watch</code>)",
+              field("values (a,b)", "values", "", "") + field("n", "n", "1", "n") + field("timeout (s)", "timeout", "30", "n"),
+              "Watch");
+    wait_form("monitor", "Monitor: calls per interval (Arthas <code>monitor</code>)",
+              field("interval (s)", "interval", "1", "n") + field("intervals", "n", "5", "n"), "Monitor");
+
+    body << "<h2>Profile: everything recorded since the start or the last reset</h2>\n<p>"
+         << "<a href=\"" << p << "/profile?format=html\">Arthas text</a> &middot; "
+         << "<a href=\"" << p << "/profile?format=html&amp;threads=1\">per thread</a> &middot; "
+         << "<a href=\"" << p << "/profile?format=human\">table</a> &middot; "
+         << "<a href=\"" << p << "/profile?format=folded\">folded</a> &middot; "
+         << "<a href=\"" << p << "/profile?format=svg\">flame graph</a> &middot; "
+         << "<a href=\"" << p << "/profile?format=svg&amp;threads=1\">per thread</a> &middot; "
+         << "<a href=\"" << p << "/profile?format=json\">JSON</a></p>\n";
+    bool recorded = false;
+    for (const ThreadProfile& thread : profile.threads) recorded = recorded || !thread.roots.empty();
+    if (recorded) {
+        detail::admin::BoundedBuffer svg(options_.max_body);  // the page's one part that grows with the profile
+        std::ostream svg_out(&svg);
+        write_flamegraph_svg(svg_out, profile);
+        std::string& inline_svg = svg.text();
+        if (inline_svg.compare(0, 5, "<?xml") == 0) inline_svg.erase(0, inline_svg.find('\n') + 1);
+        if (svg.overflowed())
+            body << "<p id=\"flamegraph\" class=\"note\">The flame graph is " << svg.size() << " bytes, more than "
+                 << options_.max_body << " (AdminOptions::max_body): not shown; the folded stacks answer with what fits.</p>\n";
+        else
+            body << "<figure id=\"flamegraph\">" << inline_svg << "</figure>\n";
+    } else {
+        body << "<p id=\"flamegraph\" class=\"note\">Nothing recorded yet.</p>\n";
+    }
+
+    body << "<h2>Flight recorder: the last slow calls, kept</h2>\n";
+    {
+        std::lock_guard<std::mutex> lock(recorder_mutex_);
+        if (recorder_)
+            body << "<p>" << (recorder_running_ ? "Running" : "Stopped") << " for <code>" << html(recorder_pattern_) << "</code>: "
+                 << recorder_->recorded() << " recorded, " << recorder_->recorded() - recorder_->evicted() << " kept.</p>\n";
+        else
+            body << "<p class=\"note\">None started.</p>\n";
+    }
+    body << "<p><a href=\"" << p << "/recorder?format=html\">the kept traces</a> &middot; <a href=\"" << p
+         << "/recorder?format=json\">JSON</a></p>\n<form method=\"post\" action=\"" << p << "/recorder/start\" id=\"recorder-form\">"
+         << field("pattern", "pattern", "") << ' ' << regex << ' ' << field("min cost (ms)", "cost", "10", "n")
+         << field("keep", "keep", "16", "n")
+         << "<input type=\"hidden\" name=\"format\" value=\"html\"> <button type=\"submit\">Start</button></form>\n"
+         << "<form method=\"post\" action=\"" << p << "/recorder/stop\"><input type=\"hidden\" name=\"format\" value=\"html\">"
+         << "<button type=\"submit\">Stop</button></form>\n";
+
+    body << "<h2>Timeline: every scope with its start, for Perfetto</h2>\n<p><a href=\"" << p
+         << "/timeline\">Chrome trace JSON</a> (open it in ui.perfetto.dev or chrome://tracing)</p>\n"
+         << "<form method=\"post\" action=\"" << p << "/timeline/start\">" << field("max spans per thread", "max_spans", "65536", "n")
+         << "<input type=\"hidden\" name=\"format\" value=\"html\"> <button type=\"submit\">Start</button></form>\n"
+         << "<form method=\"post\" action=\"" << p << "/timeline/stop\"><input type=\"hidden\" name=\"format\" value=\"html\">"
+         << "<button type=\"submit\">Stop</button></form>\n";
+
+    body << "<h2>Reset</h2>\n<form method=\"post\" action=\"" << p << "/reset\" id=\"reset-form\">"
+         << "<input type=\"hidden\" name=\"format\" value=\"html\"><button type=\"submit\">Reset the profile</button></form>\n";
+    return detail::admin::page("tracetree", body.str());
+}
+
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_ADMIN_HANDLER_HPP

@@ -1,0 +1,56 @@
+// tracetree ABI: the namespace every entity lives in. SPDX-License-Identifier: MIT
+//
+// Copies of the library meet in one process (the executable, shared libraries, plugins), and their
+// inline functions share mangled names. Two copies whose objects differ in layout must never bind to
+// each other's functions, so the inline namespace names both the library's version and the standard
+// library's ABI: a file built with -D_GLIBCXX_DEBUG, -D_GLIBCXX_USE_CXX11_ABI=0 or libc++ gets a
+// namespace of its own, and with it a recorder of its own (core/anchor.hpp), beside the others.
+#ifndef TRACETREE_CORE_ABI_HPP
+#define TRACETREE_CORE_ABI_HPP
+
+#include <cstddef>  // the standard library's configuration macros, read below
+
+#define TRACETREE_DETAIL_CAT2(a, b) a##b
+#define TRACETREE_DETAIL_CAT(a, b) TRACETREE_DETAIL_CAT2(a, b)
+#define TRACETREE_DETAIL_STRING2(a) #a
+#define TRACETREE_DETAIL_STRING(a) TRACETREE_DETAIL_STRING2(a)
+
+#if defined(_LIBCPP_VERSION)
+#define TRACETREE_DETAIL_STDLIB_ABI TRACETREE_DETAIL_CAT(_libcxx, _LIBCPP_ABI_VERSION)
+#elif defined(__GLIBCXX__) && !_GLIBCXX_USE_CXX11_ABI
+#define TRACETREE_DETAIL_STDLIB_ABI _cxx98
+#else
+#define TRACETREE_DETAIL_STDLIB_ABI  // libstdc++'s default ABI: the plain name
+#endif
+#if defined(_GLIBCXX_DEBUG) || defined(_LIBCPP_DEBUG)
+#define TRACETREE_DETAIL_DEBUG_ABI _debug
+#else
+#define TRACETREE_DETAIL_DEBUG_ABI
+#endif
+
+// v0_2, v0_2_debug, v0_2_cxx98, v0_2_libcxx1, ... (recorder.hpp checks the version against core/version.hpp's)
+#define TRACETREE_ABI TRACETREE_DETAIL_CAT(TRACETREE_DETAIL_CAT(v0_2, TRACETREE_DETAIL_STDLIB_ABI), TRACETREE_DETAIL_DEBUG_ABI)
+#define TRACETREE_DETAIL_ABI_NAME TRACETREE_DETAIL_STRING(TRACETREE_ABI)  // "v0_2", ...: in the anchors' names
+#define TRACETREE_BEGIN_NAMESPACE namespace tracetree { inline namespace TRACETREE_ABI {
+#define TRACETREE_END_NAMESPACE } }
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TRACETREE_DETAIL_INLINE __attribute__((always_inline)) inline  // the fast path stays in the caller
+#define TRACETREE_DETAIL_COLD __attribute__((noinline, cold))         // slow paths stay out of it
+#define TRACETREE_DETAIL_NOINLINE __attribute__((noinline))            // one copy, called: code size at each caller
+#define TRACETREE_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
+// Per-copy state (copies meet only through their anchors): hidden, so that g++ does not make it
+// STB_GNU_UNIQUE, which would keep a plugin that records mapped after dlclose.
+#define TRACETREE_DETAIL_LOCAL __attribute__((visibility("hidden")))
+// A part of this copy that only some builds contain (the admin listener, runtime/control-inl.hpp): its
+// address is null where no file of the copy defines it, and copies never bind to each other's.
+#define TRACETREE_DETAIL_OPTIONAL_PART __attribute__((weak, visibility("hidden")))
+#else
+#define TRACETREE_DETAIL_LOCAL
+#define TRACETREE_DETAIL_INLINE inline
+#define TRACETREE_DETAIL_COLD
+#define TRACETREE_DETAIL_NOINLINE
+#define TRACETREE_DETAIL_LIKELY(x) (x)
+#endif
+
+#endif  // TRACETREE_CORE_ABI_HPP

@@ -1,0 +1,99 @@
+// tracetree hand-off internals: a captured path and a continuation's saved arena. SPDX-License-Identifier: MIT
+//
+// here() copies the open scopes' sites (outermost first) and a tick; Continue enters that path in the
+// worker's own tree and puts the arena back at the end. Both are calls into the runtime (one each
+// way), so every copy in the process records a hand-off the same way; the hot path is untouched.
+#ifndef TRACETREE_CORE_HANDOFF_HPP
+#define TRACETREE_CORE_HANDOFF_HPP
+
+#include "recorder.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+TRACETREE_BEGIN_NAMESPACE
+namespace detail {
+
+// A trace capture that work was handed off from (runtime/gather.hpp): it is delivered when the last
+// Here and Continue referring to it, and the capture itself, are gone.
+struct GatherRef {
+    std::atomic<std::uint32_t> refs{1};  // the capture's own
+};
+
+// Where here() was taken. Plain data: copied with the task, valid on any thread, for ever (sites are
+// never freed), whether or not the thread that took it is still running.
+struct HandoffPath {
+    static constexpr std::uint32_t kMaxDepth = 8;  // deeper paths keep their outermost levels
+    const SiteInfo* sites[kMaxDepth] = {};  // interned sites of the open scopes, outermost first
+    std::uint32_t depth = 0;
+    std::uint32_t thread_id = 0;  // of the thread that took it
+    std::uint64_t tick = 0;       // when it was taken, on the clock below
+    bool valid = false;           // false: taken while not recording (or compiled out): nothing to continue
+    bool fake_clock = false;      // taken on the test clock
+    bool cut = false;             // the thread was deeper than kMaxDepth
+    GatherRef* gather = nullptr;  // taken inside a trace capture: the capture waits for this path's work
+    std::uint32_t gather_level = 0;  // the capture's root: sites[gather_level]
+};
+
+struct CoroutineState;
+
+// The worker's arena as a Continue (or a coroutine's resumption) found it, put back at its end.
+struct Continuation {
+    Arena* arena = nullptr;  // null: nothing was entered
+    NodeRecord* cur = nullptr;
+    std::uint32_t cur_index = 0;
+    std::uint32_t depth = 0;
+    GatherRef* gather = nullptr;  // the work goes to that capture too: recorded in a tree of its own
+    void* tree = nullptr;         // that tree (the runtime's)
+};
+
+// A coroutine's resumption (Resumed): which coroutine, the one it was resumed inside, and what must be
+// as it was for the arena to be put back (a plain scope left open across a suspension leaves it otherwise).
+struct Resumption : Continuation {
+    CoroutineState* coroutine = nullptr;
+    CoroutineState* outer = nullptr;
+    std::uint64_t number = 0;  // of the coroutine's resumptions
+    std::uint32_t captures = 0;
+    const void* recording_into = nullptr;  // the tree
+    bool in_place = false;  // not recording, inside a capture or another trace's continued work: where it runs
+};
+
+// A coroutine's place between its resumptions (coroutine.hpp); the runtime's, under the mutex: a
+// resumption may start on another thread before the end of the one before it has run.
+struct CoroutineState {
+    std::mutex mutex;
+    const SiteInfo* open_sites[HandoffPath::kMaxDepth] = {};  // its co-scopes open now, outermost first
+    std::uint32_t open = 0;  // how many (those past kMaxDepth are not entered again)
+    std::uint64_t resumptions = 0;
+    std::uint64_t suspended_at = 0;     // when the resumption numbered `suspended_after` ended
+    std::uint64_t suspended_after = 0;
+    bool fake_clock = false;
+};
+
+// TRACETREE_CO_SCOPE's record: nothing in it belongs to a thread, as it may end on another one.
+struct SuspendableScope {
+    const SiteInfo* entered = nullptr;  // the node's site; null: not recorded
+    CoroutineState* coroutine = nullptr;  // the one it is open in, whose own scopes it is one of
+    std::uint64_t start = 0;
+    unsigned int uncaught = 0;  // exceptions in flight at its start, on the thread it started on
+    bool fake_clock = false;
+};
+
+inline void retain(GatherRef* gather) noexcept {
+    if (gather != nullptr) gather->refs.fetch_add(1, std::memory_order_relaxed);
+}
+inline void release(GatherRef* gather) noexcept {
+    if (gather != nullptr && gather->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) find_recorder()->gathered(*gather);
+}
+
+inline Arena* recording_arena() noexcept {
+    Arena* arena = tls_arena();
+    if (arena == nullptr && (arena = join_thread()) == nullptr) return nullptr;
+    return (arena->flags.load(std::memory_order_relaxed) & kRecording) != 0 ? arena : nullptr;
+}
+
+}  // namespace detail
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_CORE_HANDOFF_HPP

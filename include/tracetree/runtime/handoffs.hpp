@@ -1,0 +1,394 @@
+// tracetree hand-offs, the runtime's side: the path here() captures, entered by a Continue on another
+// thread and left again, and a trace's capture kept until the work it handed off is done.
+// SPDX-License-Identifier: MIT
+//
+// A path's nodes are shadows of its call sites (SiteTable::continued), so that the worker's calls
+// land under them without counting calls made elsewhere; a `[queued]` node beside the worker's calls
+// holds the wait. The public side is handoff.hpp; gather.hpp holds what a gathered trace keeps.
+#ifndef TRACETREE_RUNTIME_HANDOFFS_HPP
+#define TRACETREE_RUNTIME_HANDOFFS_HPP
+
+#include "clock.hpp"
+#include "gather.hpp"
+#include "../core/handoff.hpp"
+#include "sites.hpp"
+#include "thread_state.hpp"
+#include "tree.hpp"
+
+#include <algorithm>  // std::copy, std::min
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>  // std::nothrow
+#include <thread>  // std::this_thread::yield: fork() waits for the threads inside its gate
+#include <utility>  // std::exchange
+#include <vector>
+
+TRACETREE_BEGIN_NAMESPACE
+namespace detail {
+
+// fork(): a hand-off's lock (a Gather's, a coroutine place's) is in no list a fork handler could
+// walk, so no thread holds one across fork(): each is taken inside the gate, which waits while a
+// fork is being prepared, and the prepare handler waits for the threads inside to leave. Nothing
+// inside takes another lock or runs the program's code.
+class ForkGate {
+public:
+    class Locked {  // a hand-off's mutex, taken inside the gate
+    public:
+        Locked(ForkGate& gate, std::mutex& mutex, std::uint32_t thread) noexcept
+            : mutex_(mutex), inside_(gate.inside_[thread % kStripes].count) {
+            for (;;) {
+                inside_.fetch_add(1, std::memory_order_seq_cst);
+                if (!gate.forking_.load(std::memory_order_seq_cst)) break;
+                inside_.fetch_sub(1, std::memory_order_release);
+                std::lock_guard<std::mutex> wait(gate.closed_);  // held until fork() returns
+            }
+            mutex_.lock();
+        }
+        ~Locked() {
+            mutex_.unlock();
+            inside_.fetch_sub(1, std::memory_order_release);
+        }
+        Locked(const Locked&) = delete;
+        Locked& operator=(const Locked&) = delete;
+
+    private:
+        std::mutex& mutex_;
+        std::atomic<std::uint32_t>& inside_;
+    };
+
+    void close() noexcept {  // before fork(): taken first, before any other lock of the recorder
+        closed_.lock();
+        forking_.store(true, std::memory_order_seq_cst);
+        for (Stripe& stripe : inside_)
+            while (stripe.count.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+    }
+    void open(bool child) noexcept {
+        if (child)  // a thread that came in and backed off as fork() copied the process is not here
+            for (Stripe& stripe : inside_) stripe.count.store(0, std::memory_order_relaxed);
+        forking_.store(false, std::memory_order_seq_cst);
+        closed_.unlock();
+    }
+
+private:
+    static constexpr std::uint32_t kStripes = 16;  // threads counted apart, so that hand-offs share no line
+    struct alignas(64) Stripe {
+        std::atomic<std::uint32_t> count{0};
+    };
+    Stripe inside_[kStripes];
+    std::atomic<bool> forking_{false};
+    std::mutex closed_;
+};
+
+class Handoffs {
+public:
+    Handoffs(const Clock& clock, SiteTable& sites, ChunkPool& chunks) : clock_(clock), sites_(sites), chunks_(chunks) {}
+
+    // here(): the thread's open scopes (the outermost kMaxDepth of them) and the time.
+    void capture(ThreadState& state, HandoffPath& path) noexcept {
+        if (state.retired.load()) return;
+        // The outermost levels are kept: counted first, then the innermost ones past the limit skipped.
+        std::uint32_t open = 0;
+        state.open_scopes([&](const SiteInfo*) { ++open; });
+        std::uint32_t skip = open > HandoffPath::kMaxDepth ? open - HandoffPath::kMaxDepth : 0;
+        path.cut = skip != 0;
+        path.depth = open - skip;
+        std::uint32_t at = path.depth;
+        state.open_scopes([&](const SiteInfo* site) {
+            if (skip != 0) {
+                --skip;
+                return;
+            }
+            const InternedSite& known = interned(site);  // a path continued here is the original's
+            path.sites[--at] = known.continues != nullptr ? known.continues : &known;
+        });
+        if ((state.capture_depth != 0 || state.capture_waits()) && !path.cut) gather_into(state, path);
+        path.thread_id = state.id;
+        path.fake_clock = clock_.is_test(std::memory_order_relaxed);
+        path.tick = clock_.now(path.fake_clock);
+        path.valid = true;
+    }
+
+    // Continue: the path entered in this thread's tree, the queue wait counted; false: nothing entered.
+    bool enter(ThreadState& state, const HandoffPath& path, Continuation& saved) noexcept {
+        if (!enter_path(state, path, saved)) return false;
+        count_wait(state, queued_, "[queued]", path.tick, path.fake_clock);
+        return true;
+    }
+
+    // A coroutine resumes: at its origin's path as a Continue would be (or where it runs, inside a
+    // capture or another trace's continued work), then at its co-scopes still open, as real nodes:
+    // their ends count the calls here. The wait beside them: `[suspended]`, or `[queued]` before its
+    // first run. Not recording, nothing is entered, but its co-scopes are still followed (and those
+    // opened when recording starts meanwhile are left at its end). False: nothing to do (this thread
+    // runs it already, or has exited).
+    bool resume(ThreadState& state, const HandoffPath& origin, CoroutineState& coroutine, Resumption& saved) noexcept {
+        Arena& arena = state.arena;
+        if (state.retired.load() || state.coroutine == &coroutine) return false;
+        const bool recording = (arena.flags.load(std::memory_order_relaxed) & kRecording) != 0 && arena.cur != &state.overflow;
+        if (recording && state.capture_waits()) state.start_deferred_capture();  // as for anything recorded under it
+        if (!recording || !enter_path(state, origin, saved)) {
+            static_cast<Continuation&>(saved) = Continuation{&arena, arena.cur, arena.cur_index, arena.depth};
+            saved.in_place = true;
+        }
+        saved.coroutine = &coroutine;
+        saved.outer = std::exchange(state.coroutine, &coroutine);
+        saved.captures = state.capture_depth;
+        saved.recording_into = state.current;
+        const SiteInfo* sites[HandoffPath::kMaxDepth];
+        std::uint32_t open = 0;
+        std::uint64_t since = 0;
+        bool fake_clock = false;
+        {
+            ForkGate::Locked lock(gate, coroutine.mutex, state.id);
+            saved.number = ++coroutine.resumptions;
+            if (!recording) return true;
+            if (saved.number > 1) {
+                open = std::min(coroutine.open, HandoffPath::kMaxDepth);
+                std::copy(coroutine.open_sites, coroutine.open_sites + open, sites);
+                // The resumption before may not have ended yet (it handed the coroutine on as it
+                // suspended): then its wait is too short to tell.
+                const bool ended = coroutine.suspended_after == saved.number - 1;
+                since = ended ? coroutine.suspended_at : clock_.now(coroutine.fake_clock);
+                fake_clock = coroutine.fake_clock;
+            }
+        }
+        if (saved.number == 1) {
+            if (origin.valid) count_wait(state, queued_, "[queued]", origin.tick, origin.fake_clock);
+            return true;
+        }
+        const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
+        for (std::uint32_t level = 0; level < open && arena.depth + 1 < max_depth; ++level)
+            if (!enter_node(state, sites[level])) break;
+        count_wait(state, suspended_, "[suspended]", since, fake_clock);
+        return true;
+    }
+
+    // A coroutine suspends (or ends): the arena put back, unless a plain scope is still open across
+    // the suspension (in a capture's tree maybe: the arena stays rather than free a tree that scope
+    // will end in).
+    void suspend(Resumption& saved) noexcept {
+        ThreadState& state = ThreadState::of(*saved.arena);
+        Arena& arena = state.arena;
+        state.coroutine = saved.outer;
+        {
+            ForkGate::Locked lock(gate, saved.coroutine->mutex, state.id);
+            if (saved.coroutine->resumptions == saved.number) {  // not resumed again meanwhile
+                saved.coroutine->fake_clock = clock_.is_test(std::memory_order_relaxed);
+                saved.coroutine->suspended_at = clock_.now(saved.coroutine->fake_clock);
+                saved.coroutine->suspended_after = saved.number;
+            }
+        }
+        const bool as_resumed = state.capture_depth == saved.captures && state.current == saved.recording_into &&
+                                !state.capture_waits() && arena.cur != &state.overflow;
+        if (saved.in_place) {
+            if (as_resumed) arena.cur = saved.cur, arena.cur_index = saved.cur_index, arena.depth = saved.depth;
+        } else if (as_resumed || state.retired.load()) {
+            leave(saved);
+        }
+    }
+
+    // TRACETREE_CO_SCOPE: entered as a scope is, without sessions (their state is the thread's), and
+    // kept among its coroutine's open scopes; outside a Resumed (nothing would leave it) a dropped call.
+    void enter_suspendable(ThreadState& state, Site* site, SuspendableScope& scope) noexcept {
+        Arena& arena = state.arena;
+        if (state.retired.load() || arena.cur == &state.overflow) return;
+        if (state.coroutine == nullptr) return (void)state.drop(1);
+        if (state.capture_waits()) state.start_deferred_capture();
+        state.apply_pending_reset();
+        const SiteInfo* info = site->info.load(std::memory_order_acquire);
+        if (!info->interned && state.current->full()) return (void)state.drop(1);
+        if ((info = sites_.registered(site, info)) == nullptr) return;
+        if (arena.depth >= state.max_depth.load(std::memory_order_relaxed)) {  // as a scope past the depth limit
+            bump(state.current->dropped_depth);
+            return (void)bump_saturating(arena.cur->dropped);
+        }
+        if (!enter_node(state, info)) return (void)state.drop(1);
+        {
+            CoroutineState& coroutine = *state.coroutine;
+            ForkGate::Locked lock(gate, coroutine.mutex, state.id);
+            if (coroutine.open < HandoffPath::kMaxDepth) coroutine.open_sites[coroutine.open] = info;
+            ++coroutine.open;
+            scope.coroutine = &coroutine;
+        }
+        scope.entered = info;
+        scope.uncaught = *arena.uncaught;
+        scope.fake_clock = clock_.is_test(std::memory_order_relaxed);
+        scope.start = clock_.now(scope.fake_clock);
+    }
+    // Its end, on whichever thread the coroutine runs now: counted if the arena is at its node. Its
+    // coroutine is touched only while running here (a frame destroyed later may outlive its place).
+    void leave_suspendable(ThreadState& state, const SuspendableScope& scope) noexcept {
+        Arena& arena = state.arena;
+        if (state.retired.load()) return;
+        if (scope.coroutine != state.coroutine) return (void)state.drop(1);  // a frame destroyed elsewhere
+        {
+            // Its own entry, the innermost one of its site: chains that share a place (Asio's awaitable
+            // operators spawn on the parent's executor) close theirs in any order.
+            CoroutineState& coroutine = *scope.coroutine;
+            ForkGate::Locked lock(gate, coroutine.mutex, state.id);
+            if (coroutine.open > HandoffPath::kMaxDepth) {
+                --coroutine.open;
+            } else {
+                std::uint32_t at = coroutine.open;
+                while (at != 0 && coroutine.open_sites[at - 1] != scope.entered) --at;
+                if (at != 0) {
+                    std::copy(coroutine.open_sites + at, coroutine.open_sites + coroutine.open, coroutine.open_sites + at - 1);
+                    --coroutine.open;
+                }
+            }
+        }
+        if (state.capture_waits() || arena.cur == &state.overflow || arena.cur->site != scope.entered)
+            return (void)state.drop(1);
+        const std::uint64_t now = clock_.now(scope.fake_clock);
+        arena.leave(arena.cur, now > scope.start ? now - scope.start : 0, scope.uncaught);
+    }
+
+    // Continue's end: the arena put back; a gathered trace's part handed to it and folded here.
+    void leave(Continuation& saved) noexcept {
+        Arena& arena = *saved.arena;
+        ThreadState& state = ThreadState::of(arena);
+        std::unique_ptr<Tree> own(static_cast<Tree*>(saved.tree));
+        if (state.retired.load()) return release(saved.gather);
+        if (own) {  // the trace's copy, then into the thread's tree as if recorded there
+            auto& gather = static_cast<Gather&>(*saved.gather);
+            try {
+                std::vector<Node> roots = to_values(*own, clock_.ns_per_tick(), &own->messages, nullptr, state.thread_name());
+                ForkGate::Locked lock(gate, gather.mutex, state.id);
+                merge_all(gather.parts, roots);  // a coroutine's many resumptions: one part
+            } catch (...) {  // out of memory: the trace goes without this part
+            }
+            own->fold_into(arena, *state.main, 0, state.mutex);
+            state.current = state.main.get();
+            state.point_at(*state.main, saved.cur_index);
+        }
+        arena.cur = saved.cur;
+        arena.cur_index = saved.cur_index;
+        arena.depth = saved.depth;
+        release(saved.gather);  // last: it may deliver the trace, whose callbacks may record here
+    }
+
+    // The last reference to a gathered capture is gone: its trace with the continued work grafted
+    // under it; false when no session wanted the capture.
+    static bool finish(Gather& gather) {
+        if (!gather.wanted) return false;
+        for (const Node& part : gather.parts) graft(gather.trace, part, gather.level);
+        fit_totals(gather.trace.root);
+        return true;
+    }
+
+private:
+    // The path entered as shadows of its sites, from the root of this thread's tree (or of a tree of its
+    // own for a trace the path was taken in); false: nothing entered.
+    bool enter_path(ThreadState& state, const HandoffPath& path, Continuation& saved) noexcept {
+        Arena& arena = state.arena;
+        if (state.retired.load()) return false;
+        // Inside a captured invocation, a scope cut by the node limit, or another trace's continued work
+        // (its own tree, which a second one would split the arena from), the work stays where it runs.
+        if (state.capture_depth != 0 || state.capture_waits() || arena.cur == &state.overflow ||
+            state.current != state.main.get())
+            return false;
+        state.apply_pending_reset();
+        saved.arena = &arena;
+        saved.cur = arena.cur;
+        saved.cur_index = arena.cur_index;
+        saved.depth = arena.depth;
+        Tree* own = path.gather != nullptr ? gather_tree(state) : nullptr;  // for the trace it came from
+        if (own != nullptr) {
+            retain(path.gather);
+            saved.gather = path.gather;
+            saved.tree = own;
+            state.current = own;
+        }
+        state.point_at(*state.current, 0);
+        arena.depth = 0;
+        const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
+        // Levels that do not fit (the depth or node limit) are left off: the work lands higher up.
+        for (std::uint32_t level = 0; level < path.depth && arena.depth + 1 < max_depth; ++level) {
+            const InternedSite* shadow = sites_.continued(path.sites[level]);
+            if (shadow == nullptr || !enter_node(state, shadow)) break;
+        }
+        return true;
+    }
+    // A wait (`[queued]`, `[suspended]`) from `since`'s tick to now, under the current node.
+    void count_wait(ThreadState& state, std::atomic<const InternedSite*>& known, const char* name, std::uint64_t since,
+                    bool fake_clock) noexcept {
+        Arena& arena = state.arena;
+        const InternedSite* site = wait_site(known, name);
+        std::uint32_t index = site != nullptr ? arena.find(arena.cur_index, site) : 0;
+        if (site != nullptr && index == 0) index = state.current->add(arena, arena.cur_index, site);
+        if (index == 0) return (void)state.drop(1);
+        const std::uint64_t now = clock_.now(fake_clock);
+        const std::uint64_t waited = now > since ? now - since : 0;  // another core's counter may lag
+        NodeRecord& node = *arena.at(index);
+        bump(node.count);
+        bump(node.total, waited);
+        if (waited < node.min.load(std::memory_order_relaxed)) node.min.store(waited, std::memory_order_relaxed);
+        if (waited > node.max.load(std::memory_order_relaxed)) node.max.store(waited, std::memory_order_relaxed);
+    }
+    // The child of the current node for `site`, made current; false when the tree is full.
+    static bool enter_node(ThreadState& state, const SiteInfo* site) noexcept {
+        Arena& arena = state.arena;
+        std::uint32_t index = arena.find(arena.cur_index, site);
+        if (index == 0) index = state.current->add(arena, arena.cur_index, site);
+        if (index == 0) return false;
+        arena.cur = arena.at(index);
+        arena.cur_index = index;
+        ++arena.depth;
+        return true;
+    }
+    // here() inside a capture: the path refers to the capture's Gather (made once), which waits for it.
+    static void gather_into(ThreadState& state, HandoffPath& path) noexcept {
+        if (state.capture_waits()) state.start_deferred_capture();  // as for anything recorded under it
+        if (state.capture_depth == 0) return;
+        Capture& capture = state.captures[state.capture_depth - 1];
+        std::uint32_t inside = 0;  // open scopes in the capture's tree: its root and those below
+        for (std::uint32_t index = state.arena.cur_index; index != 0; index = state.current->at(index)->parent) ++inside;
+        if (inside == 0 || inside > path.depth) return;
+        if (capture.gather == nullptr) {
+            auto* made = new (std::nothrow) Gather();
+            if (made == nullptr) return;
+            made->level = path.depth - inside;
+            capture.gather = made;
+        }
+        if (static_cast<Gather*>(capture.gather)->level != path.depth - inside) return;
+        retain(capture.gather);
+        path.gather = capture.gather;
+        path.gather_level = path.depth - inside;
+    }
+    // A tree for a Continue whose work a trace waits for; null when out of memory or over the budget.
+    Tree* gather_tree(ThreadState& state) noexcept {
+        try {
+            auto tree = std::make_unique<Tree>(state.main->capacity, chunks_);
+            return tree->prepare() ? tree.release() : nullptr;
+        } catch (...) {
+            return nullptr;
+        }
+    }
+    const InternedSite* wait_site(std::atomic<const InternedSite*>& known, const char* name) noexcept {
+        if (const InternedSite* site = known.load(std::memory_order_acquire)) return site;
+        try {
+            const InternedSite* made = sites_.intern(SiteKind::scope, name, "", 0, nullptr);
+            known.store(made, std::memory_order_release);
+            return made;
+        } catch (...) {
+            return nullptr;
+        }
+    }
+
+public:
+    ForkGate gate;  // every hand-off lock is taken inside it
+
+private:
+    const Clock& clock_;
+    SiteTable& sites_;
+    ChunkPool& chunks_;
+    std::atomic<const InternedSite*> queued_{nullptr};     // the `[queued]` node's site
+    std::atomic<const InternedSite*> suspended_{nullptr};  // the `[suspended]` node's site
+};
+
+}  // namespace detail
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_RUNTIME_HANDOFFS_HPP

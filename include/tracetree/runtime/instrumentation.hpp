@@ -1,0 +1,38 @@
+// What instrumentation that patches code on demand (xray/) may ask of the runtime, and all of it: to
+// hear when the set of running sessions changes, what those sessions watch, and to drop a scope
+// that the tree has moved past. SPDX-License-Identifier: MIT
+//
+// Declarations only: the definitions are compiled where the runtime is (runtime/control-inl.hpp).
+#ifndef TRACETREE_RUNTIME_INSTRUMENTATION_HPP
+#define TRACETREE_RUNTIME_INSTRUMENTATION_HPP
+
+#include "../matcher.hpp"
+#include "linkage.hpp"
+
+#include <memory>
+#include <vector>
+
+TRACETREE_BEGIN_NAMESPACE
+namespace detail {
+
+// A running session, as instrumentation sees it.
+struct InstrumentedSession {
+    std::shared_ptr<const Pattern> pattern;  // which scopes it watches; kept alive with the session
+    bool captures = false;                   // a trace or flight recorder: what those scopes call counts too
+};
+
+using SessionsChanged = void (*)(void* context);
+
+// `changed` runs on the thread that started or stopped a session, after the set changed.
+void listen_to_sessions(SessionsChanged changed, void* context);
+void stop_listening_to_sessions(SessionsChanged changed, void* context);
+std::vector<InstrumentedSession> instrumented_sessions();
+
+// A scope whose node is no longer the innermost one cannot end in place: it is forgotten, and the
+// depth it held on the fast path is given back.
+void forget_if_moved_past(Scope& scope) noexcept;
+
+}  // namespace detail
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_RUNTIME_INSTRUMENTATION_HPP

@@ -1,0 +1,106 @@
+// tracetree process: what the recorder asks of the process around it. SPDX-License-Identifier: MIT
+//
+// The modules (which one runs the recorder, pinned; the anchors of other recorders) and the C++ ABI
+// (a thread's count of exceptions in flight; a thrown object's type and what()), read through the
+// Itanium ABI rather than typeid, so that a file with control code may be built without RTTI.
+#ifndef TRACETREE_RUNTIME_PROCESS_HPP
+#define TRACETREE_RUNTIME_PROCESS_HPP
+
+#include "exception_types.hpp"  // catches(): what a thrown object is, libstdc++ or libc++abi
+#include "../core/recorder.hpp"  // the namespace; the anchors (anchor.hpp)
+#include "../values.hpp"  // RecorderInfo
+
+#include <algorithm>  // std::sort, std::unique
+#include <atomic>
+#include <exception>  // std::exception: a throw's what()
+#include <optional>
+#include <string>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+#include <cxxabi.h>   // __cxa_get_globals (exceptions in flight), __cxa_demangle
+#include <dlfcn.h>    // dladdr, dlopen: the recorder's module
+#include <stdlib.h>   // free
+
+TRACETREE_BEGIN_NAMESPACE
+namespace detail {
+
+inline const unsigned int* uncaught_counter() noexcept {
+    // The Itanium C++ ABI (2.2.2) lays the per-thread exception globals out as the caught-exception
+    // stack followed by the uncaught count: a pointer taken once per thread makes the check two loads.
+    struct EhGlobals {
+        void* caught_exceptions;
+        unsigned int uncaught_exceptions;
+    };
+    return &reinterpret_cast<const EhGlobals*>(abi::__cxa_get_globals())->uncaught_exceptions;
+}
+
+inline std::string type_name(const std::type_info* type) {
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(type->name(), nullptr, nullptr, &status);
+    std::string name = status == 0 && demangled != nullptr ? demangled : type->name();
+    free(demangled);
+    return name;
+}
+// Out of memory gets no throw node: making one needs memory, and the runtime's own allocations
+// throw it while holding locks (the site table's, a thread's, the chunk pool's) that recording it
+// would take again. The scopes it leaves still count their calls as left by an exception.
+inline bool out_of_memory(void* object, const std::type_info* type) noexcept {
+    return type != nullptr && catches(bad_alloc_type_info, type, object);
+}
+// what() when the thrown type derives from std::exception: the check a `catch (std::exception&)` makes.
+inline std::optional<std::string> what(void* object, const std::type_info* type) {
+    if (type != nullptr && catches(exception_type_info, type, object))
+        return std::string(static_cast<const std::exception*>(object)->what());
+    return std::nullopt;
+}
+
+// Recorders of other versions or standard-library ABIs (anchors with another name) into `result`,
+// and whether an exported anchor holds `mine`.
+inline void find_anchors(const void* mine, RecorderInfo& result) {
+    std::vector<std::pair<std::string, const void*>> seen;
+    walk_modules([&](const ModuleSymbols& module) {
+        module.each(kAnchorPrefix, [&](const char* name, void* address) {
+            const void* recorder = static_cast<std::atomic<void*>*>(address)->load(std::memory_order_acquire);
+            if (recorder == mine) result.exported = true;
+            else if (recorder != nullptr) seen.emplace_back(name + sizeof kAnchorPrefix - 1, recorder);
+        });
+        return false;
+    });
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (const auto& other : seen) result.others.push_back(other.first);
+}
+
+// The path of the executable or library that holds `code`.
+inline std::string module_of(void* code) {
+    Dl_info where{};
+    return dladdr(code, &where) != 0 && where.dli_fname != nullptr ? where.dli_fname : "";
+}
+// Why this copy must not run a recorder, or empty. A copy loaded by dlmopen() into a link-map namespace
+// of its own has that namespace's C library: the program's fork() never runs the fork handlers it
+// installs (a child could wait for ever on a lock another thread held), and it cannot see the modules,
+// anchors or listener of the program's namespace (it would start a second recorder).
+inline std::string foreign_namespace() {
+    Dl_info where{};
+    void* module = nullptr;  // its link_map, which glibc's dlinfo() takes as a handle
+    Lmid_t space = LM_ID_BASE;
+    if (dladdr1(&g_anchor_walked, &where, &module, RTLD_DL_LINKMAP) == 0 || module == nullptr ||
+        dlinfo(module, RTLD_DI_LMID, &space) != 0 || space == LM_ID_BASE)
+        return "";
+    return std::string("tracetree: ") + (where.dli_fname != nullptr ? where.dli_fname : "a module") +
+           " was loaded by dlmopen() into link-map namespace " + std::to_string(space) +
+           ", whose fork handlers the program's fork() does not run: its copy of tracetree records nothing and "
+           "starts no listener (load it with dlopen() to record its scopes)";
+}
+
+// Keeps the module of `code` loaded for ever.
+inline void pin_module(void* code) {
+    const std::string module = module_of(code);
+    if (!module.empty()) dlopen(module.c_str(), RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+}  // namespace detail
+TRACETREE_END_NAMESPACE
+
+#endif  // TRACETREE_RUNTIME_PROCESS_HPP
