@@ -32,6 +32,7 @@
 #include "../render.hpp"
 #include "../sessions.hpp"
 #include "../views.hpp"
+#include "../text/text.hpp"  // lowercase, markup
 
 #include <arpa/inet.h>         // inet_pton: peer addresses and AdminOptions::allowed_peers
 #include <array>
@@ -210,13 +211,6 @@ inline AdminResponse text(std::string body, int status = 200) {
 
 inline std::string number(double value) { return fixed(value, 3); }  // "0.5", "30", "0.001"
 
-inline int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 // application/x-www-form-urlencoded: '+' is a space, %XX a byte; nothing when an escape is malformed.
 inline std::optional<std::string> form_decode(std::string_view text) {
     std::string out;
@@ -346,13 +340,6 @@ inline Nanos from_millis(double millis) {
 
 // ---- who may ask ----------------------------------------------------------------------------------
 
-inline std::string lower(std::string_view text) {
-    std::string out(text);
-    for (char& c : out)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
-}
-
 // A Host header or an origin's authority ("127.0.0.1:80", "[::1]", "localhost") split into its name
 // and its port with the ':' ("" when there is none, ":" when it is empty); false when a bracket is
 // malformed.
@@ -386,7 +373,7 @@ inline bool valid_port(std::string_view port) {  // none, or ':' and a number fr
 inline std::optional<std::string> host_name(std::string_view authority) {
     std::string_view name, port;
     if (!split_authority(authority, name, port) || !valid_port(port) || name.empty()) return std::nullopt;
-    return lower(name);
+    return lowercase(name);
 }
 
 inline bool allowed_host(const std::string& name, const std::vector<std::string>& allowed) {
@@ -478,7 +465,7 @@ inline bool allowed_peer(std::string_view peer, const std::vector<std::string>& 
 
 // Anything after the media type must be parameters: `; name=value`, empty ones allowed (RFC 9110).
 inline bool form_content_type(std::string_view content_type) {
-    const std::string value = lower(content_type);
+    const std::string value = lowercase(content_type);
     const std::string_view form = "application/x-www-form-urlencoded";
     if (value.compare(0, form.size(), form) != 0) return false;
     std::string_view rest = std::string_view(value).substr(form.size());
@@ -532,7 +519,7 @@ inline std::optional<AdminResponse> check_caller(const AdminRequest& request, co
         return forbidden("Host '" + views::plain_text(host->substr(0, 64)) +
                          "' is not a loopback name nor in the allow-list (AdminOptions::allowed_hosts)");
     if (!request.origin.empty()) {
-        const std::string origin = lower(request.origin);
+        const std::string origin = lowercase(request.origin);
         std::string_view authority;
         if (origin.compare(0, 7, "http://") == 0) authority = std::string_view(origin).substr(7);
         else if (origin.compare(0, 8, "https://") == 0) authority = std::string_view(origin).substr(8);
@@ -543,7 +530,7 @@ inline std::optional<AdminResponse> check_caller(const AdminRequest& request, co
     }
     if (!options.token.empty()) {
         const std::string& header = request.authorization;
-        const bool bearer = header.size() > 7 && lower(header.substr(0, 7)) == "bearer ";
+        const bool bearer = header.size() > 7 && lowercase(header.substr(0, 7)) == "bearer ";
         std::string_view given = bearer ? std::string_view(header).substr(7) : std::string_view();
         while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
         if (!bearer || !same_secret(given, options.token)) {
@@ -612,19 +599,7 @@ inline void write_json_value(std::ostream& out, const MonitorInterval& interval)
 
 // ---- HTML -----------------------------------------------------------------------------------------
 
-inline std::string html(std::string_view raw) {  // text and attribute values; not UTF-8 becomes U+FFFD
-    std::string out;
-    for (const char c : views::utf8(raw)) {
-        if (c == '&') out += "&amp;";
-        else if (c == '<') out += "&lt;";
-        else if (c == '>') out += "&gt;";
-        else if (c == '"') out += "&quot;";
-        else if (c == '\'') out += "&#39;";
-        else if (views::is_control(static_cast<unsigned char>(c)) && c != '\n' && c != '\t') out += "\xEF\xBF\xBD";
-        else out += c;
-    }
-    return out;
-}
+inline std::string html(std::string_view raw) { return markup(raw, true); }
 
 // Nothing is loaded from elsewhere: no scripts at all, styles inline, forms only to this server.
 inline const char* kSecurityPolicy =

@@ -30,6 +30,7 @@
 #include "../sessions.hpp"      // FlightRecorder, Trace
 #include "tracecontext.hpp"  // the ids and the annotation keys adopt() sets
 #include "../views.hpp"         // detail::views::json_string: the library's one JSON string writer
+#include "../text/text.hpp"      // lowercase
 
 #include <algorithm>
 #include <atomic>
@@ -555,13 +556,6 @@ inline long receive(int fd, std::string& buffer, std::size_t limit, Clock::time_
     }
 }
 
-inline std::string lowercase(std::string_view text) {
-    std::string out(text);
-    for (char& c : out)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
-}
-
 inline std::optional<std::uint64_t> decimal(std::string_view text, int base = 10) {
     if (text.empty() || text.size() > 15) return std::nullopt;
     std::uint64_t value = 0;
@@ -997,7 +991,7 @@ inline std::optional<HttpEndpoint> parse_http_url(std::string_view url, std::str
     };
     for (const char c : url)
         if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7F) return fail("a space or control character");
-    const std::string scheme = detail::otlp::lowercase(url.substr(0, url.find("://")));
+    const std::string scheme = detail::lowercase(url.substr(0, url.find("://")));
     if (url.find("://") == std::string_view::npos) return fail("no http:// scheme");
     if (scheme == "https") return fail("https is not supported (plain HTTP only)");
     if (scheme != "http") return fail("not an http:// URL");
