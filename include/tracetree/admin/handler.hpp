@@ -32,7 +32,7 @@
 #include "../render.hpp"
 #include "../sessions.hpp"
 #include "../views.hpp"
-#include "../text/text.hpp"  // lowercase, markup
+#include "../text/text.hpp"  // lowercase, markup, trim_ows
 
 #include <algorithm>
 #include <arpa/inet.h>         // inet_pton: peer addresses and AdminOptions::allowed_peers
@@ -536,17 +536,12 @@ inline bool form_content_type(std::string_view content_type) {
     const std::string_view form = "application/x-www-form-urlencoded";
     if (value.compare(0, form.size(), form) != 0) return false;
     std::string_view rest = std::string_view(value).substr(form.size());
-    const auto trim = [](std::string_view part) {
-        while (!part.empty() && (part.front() == ' ' || part.front() == '\t')) part.remove_prefix(1);
-        while (!part.empty() && (part.back() == ' ' || part.back() == '\t')) part.remove_suffix(1);
-        return part;
-    };
-    rest = trim(rest);
+    rest = trim_ows(rest);
     while (!rest.empty()) {
         if (rest.front() != ';') return false;
         rest.remove_prefix(1);
         const std::size_t next = rest.find(';');
-        const std::string_view parameter = trim(rest.substr(0, next));
+        const std::string_view parameter = trim_ows(rest.substr(0, next));
         rest = next == std::string_view::npos ? std::string_view() : rest.substr(next);
         if (parameter.empty()) continue;
         const std::size_t eq = parameter.find('=');

@@ -30,7 +30,7 @@
 #include "../sessions.hpp"      // FlightRecorder, Trace
 #include "tracecontext.hpp"  // the ids and the annotation keys adopt() sets
 #include "../views.hpp"         // detail::views::json_string: the library's one JSON string writer
-#include "../text/text.hpp"      // lowercase
+#include "../text/text.hpp"      // lowercase, trim_ows
 
 #include <algorithm>
 #include <atomic>
@@ -593,7 +593,7 @@ inline std::optional<Head> parse_head(std::string_view text) {
         const std::size_t colon = line.find(':');
         if (colon == std::string_view::npos) return std::nullopt;
         const std::string name = lowercase(line.substr(0, colon));
-        const std::string_view value = tracecontext::trim_ows(line.substr(colon + 1));
+        const std::string_view value = trim_ows(line.substr(colon + 1));
         if (name == "content-length") {
             head.content_length = decimal(value);
             if (!head.content_length) return std::nullopt;
@@ -638,7 +638,7 @@ public:
                 after_data_ = false;
                 continue;
             }
-            const std::optional<std::uint64_t> size = decimal(tracecontext::trim_ows(line.substr(0, line.find(';'))), 16);
+            const std::optional<std::uint64_t> size = decimal(trim_ows(line.substr(0, line.find(';'))), 16);
             bad = !size || line.size() > kMaxChunkLine;
             if (size) left_ = *size;
             last = size && *size == 0;  // trailers are not needed
@@ -655,7 +655,7 @@ private:
 // Seconds to wait for a Retry-After value (delay-seconds or an IMF-fixdate); nothing when unreadable.
 inline std::optional<std::chrono::milliseconds> retry_after_delay(std::string_view value,
                                                                    std::chrono::system_clock::time_point now) {
-    value = tracecontext::trim_ows(value);
+    value = trim_ows(value);
     if (const std::optional<std::uint64_t> seconds = decimal(value))
         return std::chrono::milliseconds(std::min<std::uint64_t>(*seconds, 1u << 30) * 1000);
     // "Sun, 06 Nov 1994 08:49:37 GMT"

@@ -74,6 +74,13 @@ inline std::string utf8(std::string_view text) {
 
 inline bool is_control(unsigned char c) noexcept { return c < 0x20 || c == 0x7F; }
 
+// HTTP's optional white space (RFC 9110: spaces and tabs) off both ends.
+inline std::string_view trim_ows(std::string_view text) noexcept {
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+    return text;
+}
+
 // Text and attribute values for HTML (`html`: '\n' and '\t' kept, as a <pre> shows them) or XML (SVG:
 // '\n' as "&#10;", since a tooltip has several lines). Not UTF-8 becomes U+FFFD, and so does every
 // other control character: XML 1.0 cannot carry most of them even as references.
