@@ -34,7 +34,7 @@
 #include "../views.hpp"
 #include "../text/text.hpp"  // lowercase, markup, trim_ows
 
-#include <algorithm>
+#include <algorithm>          // std::min
 #include <arpa/inet.h>         // inet_pton: peer addresses and AdminOptions::allowed_peers
 #include <array>
 #include <chrono>
