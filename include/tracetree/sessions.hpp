@@ -19,6 +19,7 @@
 
 #include "runtime/linkage.hpp"  // first: the platform check, and where this file's runtime is
 #include "matcher.hpp"
+#include "tracetree.hpp"  // the scope macros, as control.hpp gives them
 #include "values.hpp"
 
 #include <chrono>
