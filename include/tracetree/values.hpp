@@ -174,8 +174,8 @@ struct RecorderInfo {
     std::uint64_t dropped_names = 0; // scopes not recorded: the name budget was full
     bool throw_hook = false;         // every throw is recorded as a throw node (checked when the recorder starts)
     std::string throw_hook_note;     // why not, when throw_hook is false
-    bool exported = false;           // copies loaded later (plugins, RTLD_LOCAL too) find this recorder
-    std::string refused;             // why this copy records nothing (loaded by dlmopen()); empty: it records
+    bool exported = false;           // copies loaded later (plugins, RTLD_LOCAL too) find this recorder: an anchor they reach holds it
+    std::string refused;             // why this copy records nothing (loaded by dlmopen(), or into a static executable); empty: it records
 };
 
 // ---- definitions ------------------------------------------------------------------------------

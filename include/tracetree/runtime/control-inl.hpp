@@ -87,7 +87,9 @@ TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
 // Files that control tracing start the recorder before main, so that it records from the start.
 TRACETREE_DETAIL_LOCAL inline const bool g_runtime_started = [] {
     try {
-        refused();  // in every copy, also one that finds the recorder started
+        // In every copy, also one that finds the recorder started. A copy that refuses throws nothing
+        // here: in a statically linked executable, a throw from a plugin faults.
+        if (*refused() != '\0') return false;
         runtime();
         return true;
     } catch (...) {  // tried again at the first call of a control function, which then reports it
