@@ -16,7 +16,9 @@
 // Double.toString prints them (`3.0`, `0.096584`, `8.55E-4`); ` #line` (the scope macro's line);
 // `[throws Exception]` or `[throws Exception,N]`; a throw as `throw:<type> #<line> [<what()>]`,
 // folded throws with a leading `[count=N]`; TRACETREE_WATCH values (traces that asked for them) as
-// `@name=value` lines before a node's children; a hand-off's path (continued here, not called here:
+// `@name=value` lines before a node's children; in a trace, work handed off that ran on another thread
+// meanwhile as `[parallel]` after its name, its root's line then saying that percentages may add up to
+// more than 100% (kParallelNote); a hand-off's path (continued here, not called here:
 // handoff.hpp) as `[continued]`, its innermost node `[continued on <thread>]`, in place of the cost; a
 // call merged with such a path (`profile().merged()`) as `[total includes Xms continued under it;
 // min,max: its own calls]` after its name; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
@@ -144,6 +146,15 @@ inline std::string throw_text(const Node& node) {
     return text;
 }
 
+// After a root with parallel work below it (a trace's hand-offs): what its percentages mean then.
+inline constexpr const char* kParallelNote =
+    " [wall time; [parallel] work ran on other threads meanwhile: % of the parent's wall time, may add up to over 100%]";
+inline bool has_parallel(const Node& node) {
+    for (const Node& child : node.children)
+        if (child.parallel || has_parallel(child)) return true;
+    return false;
+}
+
 // Writes a tree line by line. One buffer holds the current line and one the indent, so a node costs
 // appends and a single write, not strings of its own.
 struct TreeWriter {
@@ -170,6 +181,8 @@ struct TreeWriter {
         if (node.file == detail::kTailCallFile) text += " [tail call]";
         if (node.throws == 1) text += " [throws Exception]";
         if (node.throws > 1) text.append(" [throws Exception,").append(std::to_string(node.throws)).append(1, ']');
+        if (node.parallel) text += " [parallel]";
+        if (parent == nullptr && has_parallel(node)) text += kParallelNote;
         if (node.continued_total.count() != 0 && !node.continued) {
             text += " [total includes ";
             append_java_millis(text, node.continued_total);
@@ -236,6 +249,7 @@ inline void human_rows(std::ostream& out, const Node& node, const std::string& p
     if (node.file == detail::kTailCallFile) out << "  (tail call)";
     if (node.continued) out << (node.continued_on.empty() ? "  (continued)" : "  (continued on " + node.continued_on + ")");
     if (node.throws != 0) out << "  (" << node.throws << " threw)";
+    if (node.parallel) out << "  (parallel: ran on another thread meanwhile, not part of the total above)";
     if (node.continued_total.count() != 0 && !node.continued)
         out << "  (total includes " << duration(node.continued_total) << " continued under it; min, max: its own calls)";
     if (node.dropped != 0) out << "  (" << node.dropped << " calls below not recorded)";

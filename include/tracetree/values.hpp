@@ -55,9 +55,13 @@ struct Node {
     // A call folded with such a path (Profile::merged()): the part of total continued on other threads;
     // min and max stay the calls' own.
     Nanos continued_total{};
+    // In a trace: work handed off from its parent that ran on another thread meanwhile (handoff.hpp).
+    // Its total is not part of the parent's, which is wall time; its percentage is of that wall time,
+    // so such siblings may add up to more than 100%.
+    bool parallel = false;
     std::vector<Node> children;  // in order of first call
 
-    Nanos self() const;             // total minus the children's totals, never negative
+    Nanos self() const;             // total minus the children's totals (not parallel ones), never negative
     void merge(const Node& other);  // adds counts and times, folds children with the same site
     bool same_site(const Node& other) const {
         return kind == other.kind && line == other.line && name == other.name && file == other.file;
@@ -245,7 +249,8 @@ inline void merge_all(std::vector<Node>& into, const std::vector<Node>& from) {
 
 inline Nanos Node::self() const {
     Nanos children_total{0};
-    for (const Node& child : children) children_total += child.total;
+    for (const Node& child : children)
+        if (!child.parallel) children_total += child.total;  // ran meanwhile elsewhere: not out of this total
     return total > children_total ? total - children_total : Nanos(0);
 }
 
@@ -256,6 +261,7 @@ inline void Node::merge(const Node& other) {
         min = count == 0 ? other.min : std::min(min, other.min);
         max = std::max(max, other.max);
     }
+    parallel = continued ? other.parallel : other.continued ? parallel : parallel && other.parallel;  // a path has no say
     if (!continued || !other.continued) {  // folded with the calls themselves: no longer only a path
         continued = false;
         continued_on.clear();

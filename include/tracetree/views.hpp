@@ -285,6 +285,10 @@ inline Frame plain_frame(const Node& node, Nanos whole) {
                     duration(node.min) + ", max " + duration(node.max);
     if (node.throws != 0) frame.tooltip += "\nthrew " + std::to_string(node.throws);
     if (node.dropped != 0) frame.tooltip += "\n" + std::to_string(node.dropped) + " calls below not recorded";
+    if (node.parallel) {  // its width is of the parent's wall time too: parallel siblings are scaled to fit
+        frame.label += " [parallel]";
+        frame.tooltip += "\nparallel: ran on another thread meanwhile, not part of the parent's total";
+    }
     if (!node.file.empty()) frame.tooltip += "\n" + node.file + ":" + std::to_string(node.line);
     name_colour(frame, node.name);
     for (const Node& child : node.children)
@@ -771,7 +775,7 @@ inline Node read_node(JsonReader& reader) {
     Node node;
     const std::size_t start = reader.position();
     Keys keys(reader, {"name", "file", "line", "count", "total_ns", "min_ns", "max_ns", "throws", "dropped", "children",
-                       "kind", "message", "values", "continued", "continued_on", "continued_ns"});
+                       "kind", "message", "values", "continued", "continued_on", "continued_ns", "parallel"});
     reader.object([&](const std::string& key, std::size_t at) {
         switch (keys.find(key, at)) {
         case 0: node.name = reader.string(); break;
@@ -804,6 +808,7 @@ inline Node read_node(JsonReader& reader) {
         case 13: node.continued = reader.boolean(); break;
         case 14: node.continued_on = reader.string(); break;
         case 15: node.continued_total = read_nanos(reader); break;
+        case 16: node.parallel = reader.boolean(); break;
         default: reader.skip_value();
         }
     });
@@ -863,6 +868,7 @@ inline void write_node(std::ostream& out, const Node& node, std::size_t depth) {
     if (node.continued) out << ",\"continued\":true";
     if (!node.continued_on.empty()) out << ",\"continued_on\":" << json_string(node.continued_on);
     if (node.continued_total.count() != 0) out << ",\"continued_ns\":" << std::to_string(node.continued_total.count());
+    if (node.parallel) out << ",\"parallel\":true";
     if (!node.values.empty()) {
         out << ",\"values\":";
         write_pairs(out, node.values);

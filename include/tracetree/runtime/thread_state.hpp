@@ -111,6 +111,10 @@ public:
     std::vector<std::pair<std::string, std::string>> annotations;
     std::uint32_t timeline_depth = 0;
     CoroutineState* coroutine = nullptr;  // the coroutine a Resumed runs here now (coroutine.hpp)
+    // The trace whose continued work this thread records now (in a tree of its own, handoffs.hpp), and
+    // its root's level in the paths: here() links to it, so that each further hop is traced too.
+    GatherRef* continuing = nullptr;
+    std::uint32_t continuing_level = 0;
 
     bool reset_pending() const noexcept { return reset_requested.load() != reset_done_.load(); }
     // The depth limit reads 0 while the slow path must see every scope; re-checked after the store so
