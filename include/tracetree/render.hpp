@@ -24,7 +24,10 @@
 // min,max: its own calls]` after its name; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
 // (id in decimal, as Arthas 4 prints it); the costliest node below the root in red. Where colour is off
 // and the options ask for it (to_string's default does, render()'s does not), that node's line ends
-// with ` <- hot` instead: without it the text is Arthas's byte for byte.
+// with ` <- hot` instead: without it the text is Arthas's byte for byte. Likewise the off-CPU brackets
+// (cpu_marker; to_string's default, not render()'s): a trace's root ends with
+// ` [on CPU 12.00%, off CPU 88.00%: runnable 80.00%, blocked 8.00%]`, a call below it that was
+// mostly off CPU with ` [off CPU >= 87.50%]` (values.hpp, OffCpu).
 #ifndef TRACETREE_RENDER_HPP
 #define TRACETREE_RENDER_HPP
 
@@ -53,14 +56,18 @@ public:
     RenderOptions& utc(bool on = true) { utc_ = on; return *this; }  // ts= in UTC instead of local time
     // Without colour, end the costliest node's line with ` <- hot` (with colour that node is red instead).
     RenderOptions& hot_marker(bool on = true) { hot_marker_ = on; return *this; }
+    // End a trace's root line with its time on and off CPU, and each call mostly off CPU with its share.
+    RenderOptions& cpu_marker(bool on = true) { cpu_marker_ = on; return *this; }
     Colour colour() const { return colour_; }
     bool utc() const { return utc_; }
     bool hot_marker() const { return hot_marker_; }
+    bool cpu_marker() const { return cpu_marker_; }
 
 private:
     Colour colour_ = Colour::automatic;
     bool utc_ = false;
     bool hot_marker_ = false;
+    bool cpu_marker_ = false;
 };
 
 void render(std::ostream& out, const Trace& trace, const RenderOptions& options = {});
@@ -69,10 +76,10 @@ void render(std::ostream& out, const Profile& profile, const RenderOptions& opti
 void render(std::ostream& out, const ThreadProfile& thread, const RenderOptions& options = {});
 void render(std::ostream& out, const ThreadProfile& thread, std::chrono::system_clock::time_point taken,
             const RenderOptions& options = {});
-// As render(), without colour unless asked and, by default, with the ` <- hot` marker.
-std::string to_string(const Trace& trace, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker());
-std::string to_string(const Profile& profile, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker());
-std::string to_string(const ThreadProfile& thread, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker());
+// As render(), without colour unless asked and, by default, with the ` <- hot` marker and the off-CPU brackets.
+std::string to_string(const Trace& trace, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
+std::string to_string(const Profile& profile, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
+std::string to_string(const ThreadProfile& thread, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
 
 // The other sessions, as Arthas prints them.
 void render(std::ostream& out, const StackTrace& stack, const RenderOptions& options = {});  // `stack`
@@ -97,6 +104,31 @@ inline bool use_colour(std::ostream& out, Colour colour) {
 
 // Ends the hot node's line when colour is off; admin/handler.hpp finds it to mark the line in its HTML.
 inline constexpr const char* kHotMarker = " <- hot";
+
+// A trace's root: ` [on CPU P%, off CPU P%: runnable P%, blocked P%]` (the split when the source
+// knows it); a call below it whose lower bound is more than half its total: ` [off CPU >= P%]`.
+inline void append_off_cpu(std::string& out, const Node& node) {
+    if (!node.off_cpu || node.total.count() <= 0) return;
+    const OffCpu& off = *node.off_cpu;
+    if (off.at_least) {
+        if (!node.mostly_off_cpu()) return;
+        out += " [off CPU >= ";
+        append_percent(out, off.off, node.total);
+        out += "%]";
+        return;
+    }
+    out += " [on CPU ";
+    append_percent(out, node.total - off.off, node.total);
+    out += "%, off CPU ";
+    append_percent(out, off.off, node.total);
+    if (off.runnable) {
+        out += "%: runnable ";
+        append_percent(out, *off.runnable, node.total);
+        out += "%, blocked ";
+        append_percent(out, off.off - *off.runnable, node.total);
+    }
+    out += "%]";
+}
 
 // The cost bracket: root `[Xms]`, a call `[P.PP% Xms ]`, folded `[P.PP% min=..,max=..,total=..,count=N]`.
 // `parent` is null for roots and for children of a still-running node (no total to divide by).
@@ -161,6 +193,7 @@ struct TreeWriter {
     std::ostream& out;
     const Node* highlighted;  // null: no colour, no marker
     bool colour;              // false: the marker instead
+    bool cpu = false;         // the off-CPU brackets
     std::string prefix = "    ";
     std::string text{};
 
@@ -188,6 +221,7 @@ struct TreeWriter {
             append_java_millis(text, node.continued_total);
             text += node.count > 1 ? "ms continued under it; min,max: its own calls]" : "ms continued under it]";
         }
+        if (cpu) append_off_cpu(text, node);
         if (!colour && &node == highlighted) text += kHotMarker;
         text += '\n';
         const std::size_t outer = prefix.size();
@@ -253,6 +287,11 @@ inline void human_rows(std::ostream& out, const Node& node, const std::string& p
     if (node.continued_total.count() != 0 && !node.continued)
         out << "  (total includes " << duration(node.continued_total) << " continued under it; min, max: its own calls)";
     if (node.dropped != 0) out << "  (" << node.dropped << " calls below not recorded)";
+    if (node.off_cpu && (!node.off_cpu->at_least || node.mostly_off_cpu())) {
+        std::string off;
+        append_off_cpu(off, node);
+        out << " " << off;
+    }
     out << '\n';
     const std::string inner = branch.empty() ? prefix : prefix + (branch == "`- " ? "   " : "|  ");
     for (std::size_t i = 0; i < node.children.size(); ++i)
@@ -271,7 +310,7 @@ inline void render(std::ostream& out, const Trace& trace, const RenderOptions& o
     detail::write_header(out, trace.start, trace.thread_name, trace.thread_id, trace.fields, options.utc());
     const bool colour = detail::use_colour(out, options.colour());
     const Node* highlighted = colour || options.hot_marker() ? detail::costliest_below(trace.root, nullptr) : nullptr;
-    detail::TreeWriter{out, highlighted, colour}.line(true, trace.root, nullptr, false);
+    detail::TreeWriter{out, highlighted, colour, options.cpu_marker()}.line(true, trace.root, nullptr, false);
     out << '\n';
 }
 

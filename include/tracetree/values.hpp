@@ -37,6 +37,16 @@ enum class NodeKind : std::uint8_t {
     thrown,  // an exception thrown while its parent was the innermost open scope (Arthas `throw:` lines)
 };
 
+// How much of a traced call's time its thread was not running: preempted while runnable, or blocked.
+// On a trace's root it is measured (runtime/cpu_time.hpp); on a node below the root it is a lower
+// bound, `at_least`: the node's total minus the root's time on CPU, as no part of an invocation runs
+// longer than the whole. Profiles carry none; nor does a trace on the test clock (set_clock).
+struct OffCpu {
+    Nanos off{};                    // off CPU, of the node's total
+    std::optional<Nanos> runnable;  // of which preempted, waiting for a CPU (unset: the source cannot tell)
+    bool at_least = false;          // a lower bound (nodes below the root)
+};
+
 struct Node {
     NodeKind kind = NodeKind::call;
     std::string name;        // a call: "ns::Class::method()" or the scope's text; thrown: the exception's type
@@ -59,9 +69,11 @@ struct Node {
     // Its total is not part of the parent's, which is wall time; its percentage is of that wall time,
     // so such siblings may add up to more than 100%.
     bool parallel = false;
+    std::optional<OffCpu> off_cpu;  // traces only: see OffCpu
     std::vector<Node> children;  // in order of first call
 
     Nanos self() const;             // total minus the children's totals (not parallel ones), never negative
+    bool mostly_off_cpu() const { return off_cpu && off_cpu->off * 2 > total; }
     void merge(const Node& other);  // adds counts and times, folds children with the same site
     bool same_site(const Node& other) const {
         return kind == other.kind && line == other.line && name == other.name && file == other.file;
@@ -194,6 +206,10 @@ struct RecorderInfo {
     std::string throw_hook_note;     // why not, when throw_hook is false
     bool exported = false;           // copies loaded later (plugins, RTLD_LOCAL too) find this recorder: an anchor they reach holds it
     std::string refused;             // why this copy records nothing (loaded by dlmopen(), or into a static executable); empty: it records
+    // Where a trace's off-CPU time comes from: "context switches (perf_event_open)", or, where that is
+    // refused, "thread CPU clock (clock_gettime)"; "none yet" before a thread has captured.
+    std::string cpu_time_source;
+    std::string cpu_time_note;       // why the context switches were refused, when they were
 };
 
 // ---- definitions ------------------------------------------------------------------------------
@@ -274,6 +290,18 @@ inline void Node::merge(const Node& other) {
     throws += other.throws;
     dropped += other.dropped;
     if (other.message) message = other.message;
+    if (off_cpu || other.off_cpu) {  // what only one side knows is a lower bound of the sum
+        OffCpu sum = off_cpu ? *off_cpu : OffCpu{};
+        sum.at_least = !off_cpu || !other.off_cpu || off_cpu->at_least || other.off_cpu->at_least;
+        if (other.off_cpu) {
+            sum.off += other.off_cpu->off;
+            sum.runnable = off_cpu && sum.runnable && other.off_cpu->runnable ? std::optional<Nanos>(*sum.runnable + *other.off_cpu->runnable)
+                                                                               : std::nullopt;
+        } else {
+            sum.runnable.reset();
+        }
+        off_cpu = sum;
+    }
     values.insert(values.end(), other.values.begin(), other.values.end());
     detail::merge_all(children, other.children);
 }

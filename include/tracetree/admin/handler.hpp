@@ -1076,7 +1076,7 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
             return response("application/json", whole(kept, options_.max_body, "the profile's JSON"));
         }
         if (format == "human") render_human(out, shown);
-        else render(out, shown, RenderOptions().colour(Colour::never).hot_marker());
+        else render(out, shown, RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
         return answer(format, options_.prefix, "profile", cut_lines(kept, options_.max_body, "the profile"), "");
     }
     if (endpoint == "timeline") {
@@ -1169,7 +1169,7 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
     const bool as_json = format == "json";
     BoundedBuffer values(options_.max_body);
     std::ostream out(&values);
-    const RenderOptions plain = RenderOptions().colour(Colour::never).hot_marker();
+    const RenderOptions plain = RenderOptions().colour(Colour::never).hot_marker().cpu_marker();
     // Adds one value; false, leaving it out, when it does not fit in max_body.
     const auto add = [&](const auto& value, std::size_t index) {
         const std::size_t before = values.size();
@@ -1366,7 +1366,7 @@ inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint
             out << (shown == 0 ? "\n" : ",\n");
             write_json_value(out, kept[shown]);
         } else {
-            render(out, kept[shown], RenderOptions().colour(Colour::never).hot_marker());
+            render(out, kept[shown], RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
         }
         if (!values.overflowed()) continue;
         values.rewind(before);
@@ -1393,7 +1393,10 @@ inline std::string AdminHandler::index_page() {
     std::ostringstream body;
     body << "<h1>tracetree</h1>\n<p class=\"note\">version " << html(info.version) << ", recorder in <code>"
          << html(info.module) << "</code>, " << info.threads << " thread(s) recorded, " << info.nodes
-         << " nodes allocated. Every endpoint takes <code>format=</code> as listed; see docs/admin.md.</p>\n";
+         << " nodes allocated. Every endpoint takes <code>format=</code> as listed; see docs/admin.md.</p>\n"
+         << "<p id=\"cpu-time\" class=\"note\">Time off CPU in traces: " << html(info.cpu_time_source)
+         << (info.cpu_time_note.empty() ? std::string() : " (context switches refused: " + html(info.cpu_time_note) + ")")
+         << ".</p>\n";
     if (server_note_) {
         const std::string note = server_note_();
         if (!note.empty()) body << "<p id=\"listener\" class=\"note\">" << html(note) << ".</p>\n";

@@ -359,6 +359,13 @@ inline std::size_t write_trace(std::string& out, bool& first, const Trace& trace
             }
             if (node.dropped != 0) span.attributes.integer("tracetree.dropped_calls", node.dropped);
             if (node.parallel) span.attributes.boolean("tracetree.parallel", true);
+            if (node.off_cpu) {  // the thread's time off CPU within this span (below the root: at least this)
+                span.attributes.integer("tracetree.cpu.off_ns", nanos(node.off_cpu->off));
+                span.attributes.integer("tracetree.cpu.on_ns", nanos(node.total - node.off_cpu->off));
+                if (node.off_cpu->runnable) span.attributes.integer("tracetree.cpu.runnable_ns", nanos(*node.off_cpu->runnable));
+                if (node.off_cpu->at_least) span.attributes.boolean("tracetree.cpu.off_at_least", true);
+                if (node.mostly_off_cpu()) span.attributes.boolean("tracetree.cpu.mostly_off", true);
+            }
             if (root) {
                 span.attributes.string("thread.name", trace.thread_name);
                 span.attributes.integer("thread.id", trace.thread_id);

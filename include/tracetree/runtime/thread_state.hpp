@@ -8,6 +8,7 @@
 #define TRACETREE_RUNTIME_THREAD_STATE_HPP
 
 #include "clock.hpp"
+#include "cpu_time.hpp"
 #include "session_registry.hpp"
 #include "sites.hpp"
 #include "stack.hpp"
@@ -40,6 +41,9 @@ struct Capture {  // one invocation being recorded for trace sessions, on its ow
     std::uint8_t outer_values = 0;     // the arena's wish for values before this capture
     const NodeRecord* deferred_from = nullptr;  // started late (begin()): its scope's node in `outer`
     GatherRef* gather = nullptr;  // here() was taken inside it: delivered when that work is done (gather.hpp)
+    // The thread CPU clock source only (cpu_time.hpp): the thread's CPU time and the monotonic clock
+    // when the capture started recording.
+    std::int64_t cpu_at_start = -1, monotonic_at_start = 0;
 };
 
 // A scope watched by stack, watch or monitor sessions, while it runs.
@@ -115,6 +119,7 @@ public:
     // its root's level in the paths: here() links to it, so that each further hop is traced too.
     GatherRef* continuing = nullptr;
     std::uint32_t continuing_level = 0;
+    ThreadCpu cpu;  // where its captures' off-CPU time comes from
 
     bool reset_pending() const noexcept { return reset_requested.load() != reset_done_.load(); }
     // The depth limit reads 0 while the slow path must see every scope; re-checked after the store so
@@ -282,6 +287,7 @@ public:
                 if (!capture.tree) return false;
                 capture.root = root;
             }
+            cpu.open();  // once per thread, before its first capture starts: the switches are recorded from now
             return true;
         } catch (...) {  // out of memory: record the scope without a capture
             return false;
@@ -296,6 +302,11 @@ public:
         capture.outer_cur_index = arena.cur_index;
         capture.outer_values = arena.values;
         capture.deferred_from = nullptr;
+        capture.cpu_at_start = -1;
+        if (cpu.source() == CpuSource::thread_clock) {  // two system calls: only where the switches were refused
+            capture.cpu_at_start = thread_cpu_ns();
+            capture.monotonic_at_start = monotonic_ns();
+        }
         ++capture_depth;
         capturing |= capture.mask;
         current = capture.tree.get();
@@ -443,6 +454,7 @@ public:
         restore_depth_limit();
         spare_trees_.clear();
         current = nullptr;
+        cpu.close();
     }
 
 private:
