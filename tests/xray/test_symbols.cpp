@@ -1,11 +1,11 @@
-// The executable's symbol table as tracetree/xray/xray.hpp reads it (xray/symbols.hpp): names of
+// The executable's symbol table as tracetree/xray/xray.hpp reads it (runtime/symbols.hpp): names of
 // functions by address, the functions annotated with TRACETREE_FUNCTION(), and damaged files, which
 // give an error and never a read past their end; the function table stack and the admin read; the
 // direct calls read from code and what a depth reaches (xray/calls.hpp). Needs no XRay: built by every compiler, and under
 // the sanitizers, which watch the reads.
 #include <tracetree/all.hpp>
 #include <tracetree/xray/calls.hpp>
-#include <tracetree/xray/symbols.hpp>
+#include <tracetree/runtime/symbols.hpp>
 
 #include <doctest/doctest.h>
 

@@ -33,7 +33,7 @@
 #include "../sessions.hpp"
 #include "../views.hpp"
 #include "../runtime/sites.hpp"   // function_name: the program's functions named as patterns see them
-#include "../xray/symbols.hpp"    // the program's functions and scopes, from its symbol table
+#include "../runtime/symbols.hpp" // the program's functions and scopes, from its symbol table
 
 #include <algorithm>
 #include <cctype>             // std::tolower: the closest names to a misspelt pattern

@@ -13,7 +13,7 @@
 #include "instrumentation.hpp"       // t_scope_entry_sp: where an XRay function's frame is
 #include "sites.hpp"                 // function_name
 #include "../values.hpp"             // StackFrame
-#include "../xray/symbols.hpp"       // the executable's function table (ELF)
+#include "symbols.hpp"                 // the executable's function table (ELF)
 
 #include <cstdint>
 #include <cstdio>   // std::snprintf: a frame without a name

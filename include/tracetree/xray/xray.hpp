@@ -53,7 +53,7 @@
 #include "../runtime/instrumentation.hpp"  // what the runtime lets instrumentation ask
 #include "../runtime/sites.hpp"            // function_name: XRay functions named as TRACETREE_FUNCTION() names them
 #include "calls.hpp"
-#include "symbols.hpp"
+#include "../runtime/symbols.hpp"
 
 #include <algorithm>  // std::any_of, std::fill, std::remove
 #include <atomic>

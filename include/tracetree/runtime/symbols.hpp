@@ -5,8 +5,8 @@
 // sees only exported symbols, and an executable exports almost none. Every offset read from the
 // file is checked against its size, so a damaged or truncated file gives names it could read and an
 // error, never a read out of bounds.
-#ifndef TRACETREE_XRAY_SYMBOLS_HPP
-#define TRACETREE_XRAY_SYMBOLS_HPP
+#ifndef TRACETREE_RUNTIME_SYMBOLS_HPP
+#define TRACETREE_RUNTIME_SYMBOLS_HPP
 
 #include "../core/platform.hpp"  // first: Linux (ELF) only
 #include "../core/recorder.hpp"  // Site: a TRACETREE_FUNCTION() site found in the table
@@ -283,4 +283,4 @@ inline FunctionTable function_table(const char* path, std::uintptr_t bias) {
 }  // namespace detail
 TRACETREE_END_NAMESPACE
 
-#endif  // TRACETREE_XRAY_SYMBOLS_HPP
+#endif  // TRACETREE_RUNTIME_SYMBOLS_HPP
