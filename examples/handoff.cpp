@@ -20,7 +20,9 @@ public:
         for (int i = 0; i < threads; ++i)
             workers_.emplace_back([this, i] {
                 tracetree::set_thread_name("worker-" + std::to_string(i));
-                for (std::function<void()> task; take(task);) task();
+                // Each task dropped once it has run: what it holds (a trace's Here too) is not kept
+                // waiting for the next one.
+                for (std::function<void()> task; take(task); task = nullptr) task();
             });
     }
     ~Pool() {

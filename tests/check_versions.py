@@ -28,7 +28,7 @@ if "TRACETREE_VERSION_" not in cmake or re.search(r"project\(tracetree\s+VERSION
 
 requests = [
     re.compile(r"find_package\(\s*tracetree\s+(\d+(?:\.\d+)*)"),
-    re.compile(r"dependency\(\s*'tracetree'\s*,\s*version\s*:\s*'>=\s*(\d+(?:\.\d+)*)'"),
+    re.compile(r"dependency\(\s*'tracetree(?:-runtime)?'\s*,\s*version\s*:\s*'>=\s*(\d+(?:\.\d+)*)'"),
     re.compile(r"tracetree(?:Config)?\s+(\d+\.\d+(?:\.\d+)?)\b(?! ?(?:ms|ns|s|%|x)\b)"),
 ]
 files = [root / "README.md", root / "CMakeLists.txt", *sorted((root / "docs").glob("*.md")),

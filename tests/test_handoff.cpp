@@ -1,6 +1,8 @@
 // Hand-offs (handoff.hpp): work continued on another thread under its logical parent, with its wait.
 #include "support.hpp"
 
+#include <tracetree/otel/otlp.hpp>  // the parallel work of a trace as spans
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -250,11 +252,12 @@ TEST_CASE("exact counts: tasks bouncing across 8 threads, cancelled, outliving t
     CHECK(merged.roots.size() == 1);
     const auto delivered = traces.collect(0s);
     CHECK(delivered.size() == kRequests);
-    for (const auto& trace : delivered) {
+    for (const auto& trace : delivered) {  // each hop of the request's chain, in its trace
         REQUIRE(trace.root.children.size() == 2);
         CHECK(trace.root.children[0].name == "[queued]");
+        CHECK(trace.root.children[0].count == kHops);
         CHECK(trace.root.children[1].name == "hop");
-        CHECK(trace.root.children[1].count == 1);
+        CHECK(trace.root.children[1].count == kHops);
     }
 }
 
@@ -475,9 +478,14 @@ TEST_CASE("a trace follows the hand-off: the work continued on other threads, in
     CHECK(root.children[2].name == "work");
     CHECK(root.children[2].count == 2);
     CHECK(root.children[2].total == 4us);
-    CHECK(root.total >= root.children[1].total + root.children[2].total);
+    CHECK(root.total == 2us);  // its wall time: the continued work ran meanwhile on other threads
+    CHECK_FALSE(root.children[0].parallel);
+    CHECK(root.children[1].parallel);
+    CHECK(root.children[2].parallel);
+    CHECK(root.self() == 1us);  // the parse was the rest: parallel work is not out of the root's time
     const std::string text = tracetree::to_string(*captured);
-    CHECK(text.find("[queued]") != std::string::npos);
+    CHECK(text.find("[queued] [parallel]") != std::string::npos);
+    CHECK(text.find("may add up to over 100%") != std::string::npos);
     // The profile still counts the work on the threads that ran it.
     const auto profile = tracetree::profile();
     CHECK(node_at(thread_at(profile, "gather-a"), {"gathered-request", "work"}).count == 1);
@@ -568,3 +576,209 @@ TEST_CASE("[queued] and [suspended]: the minimum and maximum are the waits', whi
     CHECK(suspended->max == 60us);
 }
 
+
+namespace {
+
+// A trace delivered through on_trace, on whichever thread lets it go, with what had run by then.
+struct Delivery {
+    std::mutex mutex;
+    std::vector<tracetree::Trace> traces;
+    std::vector<int> leaves_by_then;
+    Latch first{1};
+    std::atomic<int> leaves{0};
+
+    tracetree::TraceRequest request(const std::string& pattern) {
+        return tracetree::TraceRequest(pattern).limit(1).on_trace([this](const tracetree::Trace& trace) {
+            {
+                std::lock_guard<std::mutex> lock(mutex);
+                traces.push_back(trace);
+                leaves_by_then.push_back(leaves.load());
+            }
+            first.count_down();
+        });
+    }
+};
+
+// requester -> pool B -> pool C -> pool D: 4 tasks, 2 subtasks each, 3 leaves each.
+struct ThreeHops {
+    explicit ThreeHops(Delivery& to) : delivery(to) {}
+    Delivery& delivery;
+    HandoffWorker b{"hops-b"}, c{"hops-c"}, d{"hops-d"};
+};
+void hops_leaf(ThreeHops& hops) {
+    TRACETREE_SCOPE("hops.leaf");
+    hops.delivery.leaves.fetch_add(1);
+}
+void hops_subtask(ThreeHops& hops) {
+    TRACETREE_SCOPE("hops.subtask");
+    for (int i = 0; i < 3; ++i) hops.d.post(tracetree::wrap(tracetree::here(), [&hops] { hops_leaf(hops); }));
+}
+void hops_task(ThreeHops& hops) {
+    TRACETREE_SCOPE("hops.task");
+    for (int i = 0; i < 2; ++i) hops.c.post(tracetree::wrap(tracetree::here(), [&hops] { hops_subtask(hops); }));
+}
+void check_three_hops(const tracetree::Node& root) {
+    CHECK(root.count == 1);
+    CHECK(child_at(root, "[queued]").count == 4);
+    const tracetree::Node& task = child_at(root, "hops.task");
+    CHECK(task.count == 4);
+    CHECK(child_at(task, "[queued]").count == 8);
+    const tracetree::Node& subtask = child_at(task, "hops.subtask");
+    CHECK(subtask.count == 8);
+    CHECK(child_at(subtask, "[queued]").count == 24);
+    CHECK(child_at(subtask, "hops.leaf").count == 24);
+}
+
+}  // namespace
+
+TEST_CASE("every hop: requester -> B -> C -> D, fire and forget, one tree delivered after the last leaf") {
+    Delivery delivery;
+    tracetree::TraceSession trace(delivery.request("hops.request"));
+    {
+        ThreeHops hops(delivery);
+        {
+            TRACETREE_SCOPE("hops.request");
+            for (int i = 0; i < 4; ++i) hops.b.post(tracetree::wrap(tracetree::here(), [&hops] { hops_task(hops); }));
+        }  // returns at once: the trace waits for the work
+        delivery.first.wait();
+    }  // the workers joined: no second delivery came late
+    std::lock_guard<std::mutex> lock(delivery.mutex);
+    REQUIRE(delivery.traces.size() == 1);
+    CHECK(delivery.leaves_by_then[0] == 24);
+    CHECK(delivery.traces[0].root.name == "hops.request");
+    check_three_hops(delivery.traces[0].root);
+}
+
+TEST_CASE("every hop: requester -> B -> C -> D, the requester waiting for the work") {
+    Delivery delivery;
+    tracetree::TraceSession trace(delivery.request("hops.waiting"));
+    {
+        ThreeHops hops(delivery);
+        {
+            TRACETREE_SCOPE("hops.waiting");
+            for (int i = 0; i < 4; ++i) hops.b.post(tracetree::wrap(tracetree::here(), [&hops] { hops_task(hops); }));
+            while (delivery.leaves.load() != 24) std::this_thread::yield();
+        }
+        delivery.first.wait();
+    }
+    std::lock_guard<std::mutex> lock(delivery.mutex);
+    REQUIRE(delivery.traces.size() == 1);
+    check_three_hops(delivery.traces[0].root);
+}
+
+TEST_CASE("every hop: a coroutine started in continued work, and tasks posted from its resumptions") {
+    Delivery delivery;
+    tracetree::TraceSession trace(delivery.request("co-hops.request"));
+    {
+        HandoffWorker b("co-hops-b"), c("co-hops-c"), d("co-hops-d");
+        {
+            TRACETREE_SCOPE("co-hops.request");
+            b.post(tracetree::wrap(tracetree::here(), [&c, &d, &delivery] {
+                TRACETREE_SCOPE("co-hops.task");
+                auto place = std::make_shared<tracetree::Coroutine>();  // its origin: here, in B's continued work
+                for (int i = 0; i < 2; ++i)
+                    c.post([&d, &delivery, place] {  // each resumption on C posts a task to D
+                        tracetree::Resumed on(*place);
+                        TRACETREE_SCOPE("co-hops.step");
+                        d.post(tracetree::wrap(tracetree::here(), [&delivery] {
+                            TRACETREE_SCOPE("co-hops.leaf");
+                            delivery.leaves.fetch_add(1);
+                        }));
+                    });
+            }));
+        }
+        delivery.first.wait();
+    }
+    std::lock_guard<std::mutex> lock(delivery.mutex);
+    REQUIRE(delivery.traces.size() == 1);
+    CHECK(delivery.leaves_by_then[0] == 2);
+    const tracetree::Node& task = child_at(delivery.traces[0].root, "co-hops.task");
+    CHECK(task.count == 1);
+    const tracetree::Node& step = child_at(task, "co-hops.step");
+    CHECK(step.count == 2);
+    CHECK(child_at(step, "co-hops.leaf").count == 2);
+    CHECK(child_at(step, "[queued]").count == 2);
+}
+
+TEST_CASE("a Here continued once, its Continue ended, no longer holds the trace; one made for many does") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("spent-request").limit(2));
+    std::function<void()> idle;  // an executor's copy of the task it ran, kept until its next task
+    {
+        TRACETREE_SCOPE("spent-request");
+        idle = tracetree::wrap(tracetree::here(), [] { continued_work(); });
+    }
+    std::function<void()> copy = idle;
+    CHECK_FALSE(trace.next(0s));
+    std::thread(idle).join();
+    const auto captured = trace.next(0s);  // `idle` and `copy` still hold the task
+    REQUIRE(captured);
+    CHECK(child_at(captured->root, "work").count == 1);
+    std::thread(copy).join();  // a spent Here continued again: recorded where it ran, not in the trace
+    CHECK(node_at(tracetree::profile().merged(), {"spent-request", "work"}).count == 2);
+
+    tracetree::Here many;
+    {
+        TRACETREE_SCOPE("spent-request");
+        many = tracetree::here(tracetree::for_many);
+    }
+    for (int i = 0; i < 2; ++i) {
+        std::thread([&] {
+            tracetree::Continue on(many);
+            continued_work();
+        }).join();
+        CHECK_FALSE(trace.next(0s));
+    }
+    many = tracetree::Here();
+    const auto both = trace.next(0s);
+    REQUIRE(both);
+    CHECK(child_at(both->root, "work").count == 2);
+}
+
+TEST_CASE("a traced request that fans out: its time is its wall time, the parallel work marked") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("fan.request"));
+    {
+        TRACETREE_SCOPE("fan.request");
+        std::vector<tracetree::Here> handed;
+        for (int i = 0; i < 4; ++i) handed.push_back(tracetree::here());
+        Latch started(4), advanced(1);
+        std::vector<std::thread> fan;
+        for (std::size_t i = 0; i < 4; ++i)
+            fan.emplace_back([&, i] {  // the four parts run at once, for the request's 10 us
+                tracetree::Continue on(handed[i]);
+                TRACETREE_SCOPE("fan.part");
+                started.count_down();
+                advanced.wait();
+            });
+        started.wait();
+        advance(10us);
+        advanced.count_down();
+        for (std::thread& part : fan) part.join();
+    }
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    const tracetree::Node& root = captured->root;
+    CHECK(root.total == 10us);  // not the sum of the four parts (40 us)
+    CHECK(root.self() == 10us);
+    CHECK(child_at(root, "[queued]").parallel);
+    const tracetree::Node& part = child_at(root, "fan.part");
+    CHECK(part.parallel);
+    CHECK(part.count == 4);
+    CHECK(part.total == 40us);
+    const std::string text = tracetree::to_string(*captured);
+    CHECK(text.find("[400.00% min=0.01ms,max=0.01ms,total=0.04ms,count=4] fan.part") != std::string::npos);
+    std::ostringstream json;
+    tracetree::write_json(json, *captured);
+    const auto back = std::get<tracetree::Trace>(tracetree::read_json(json.str()));
+    CHECK(child_at(back.root, "fan.part").parallel);
+    // As spans: each part from the request's start, four times its length, marked.
+    const std::string otlp = tracetree::to_otlp_json({*captured});
+    CHECK(otlp.find("\"tracetree.parallel\"") != std::string::npos);
+    const auto start_of = [&](const std::string& name) {
+        const std::size_t at = otlp.find("\"startTimeUnixNano\"", otlp.find("\"name\":\"" + name + "\""));
+        return otlp.substr(at, otlp.find(',', at) - at);
+    };
+    CHECK(start_of("fan.part") == start_of("fan.request"));
+    CHECK(start_of("[queued]") == start_of("fan.request"));
+}

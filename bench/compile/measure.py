@@ -29,12 +29,18 @@ FILES = [
     ("`<string>` + `<vector>` (baseline)", "baseline.cpp", []),
     ("annotated: `tracetree.hpp`, 3 scope macros, WATCH, THROW", "annotated.cpp", []),
     ("annotated, `-DTRACETREE_DISABLE`", "annotated.cpp", ["-DTRACETREE_DISABLE"]),
-    ("`tracetree/all.hpp` (reference)", "all.cpp", []),
+    ("`tracetree/all.hpp`, header-only", "all.cpp", []),
+    ("`tracetree/all.hpp` with tracetree-runtime (`-DTRACETREE_SEPARATE_RUNTIME`)", "all.cpp", ["-DTRACETREE_SEPARATE_RUNTIME"]),
+    ("`tracetree/control.hpp` and one annotated function, header-only", "control.cpp", []),
 ]
 BASELINE = 1
 ANNOTATED = 2
 DISABLED = 3
+ALL_RUNTIME = 5
+CONTROL = 6
+BEFORE = "before"  # the extra flag of the row that compiles control.cpp against --before's headers
 STD = "-std=c++17"
+BEFORE_INCLUDE = None
 
 
 def fail(message):
@@ -42,8 +48,12 @@ def fail(message):
     sys.exit(1)
 
 
+PEAK = {}  # command -> the largest peak resident size (KB) seen for it
+
+
 def cpu_seconds(command):
-    """User + system CPU seconds of one run of `command` (the compiler and the tools it starts)."""
+    """User + system CPU seconds of one run of `command` (the compiler and the tools it starts); the
+    peak resident size of the largest of them goes to PEAK."""
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
     errors = process.stderr.read().decode(errors="replace")
@@ -51,6 +61,7 @@ def cpu_seconds(command):
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         fail(f"{' '.join(command)} failed:\n{errors}")
+    PEAK[tuple(command)] = max(PEAK.get(tuple(command), 0), usage.ru_maxrss)
     return usage.ru_utime + usage.ru_stime
 
 
@@ -62,6 +73,8 @@ def run(command):
 
 
 def compile_flags(include, source, extra):
+    if BEFORE in extra:  # the same file against the older tree's headers
+        include, extra = BEFORE_INCLUDE, [e for e in extra if e != BEFORE]
     return [STD, f"-I{include}", *extra, os.path.join(HERE, source)]
 
 
@@ -125,8 +138,15 @@ def main():
     parser.add_argument("--include", required=True)
     parser.add_argument("--compilers", nargs="+", default=["g++", "clang++"])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--before", metavar="INCLUDE_DIR",
+                        help="an older tree's include/: control.cpp is priced against it too, in the same rounds")
     args = parser.parse_args()
     include = os.path.abspath(args.include)
+    if args.before:
+        global BEFORE_INCLUDE
+        BEFORE_INCLUDE = os.path.abspath(args.before)
+        FILES.append(("`tracetree/control.hpp` and one annotated function, header-only, in the `--before` tree",
+                      "control.cpp", [BEFORE]))
 
     cpu = {c: [[] for _ in FILES] for c in args.compilers}
     cpu_o2 = {c: [[] for _ in FILES] for c in args.compilers}
@@ -191,9 +211,26 @@ def main():
           "`.init_array` section.")
     print()
 
+    print("| `-O2 -c`, peak memory of the compiler | " + " | ".join(args.compilers) + " |")
+    print("| --- |" + " ---: |" * len(args.compilers))
+    for i, (label, source, extra) in enumerate(FILES):
+        if i >= ALL_RUNTIME - 1:
+            peaks = [PEAK[tuple([c, *compile_flags(include, source, extra), "-O2", "-c", "-o", os.devnull])] for c in args.compilers]
+            print(f"| {label} | " + " | ".join(f"{kb / 1024:.0f} MB" for kb in peaks) + " |")
+    print()
+
     print("| compile target | measured | met |")
     print("| --- | --- | --- |")
     for c in args.compilers:
+        if args.before:
+            before = len(FILES) - 1
+            ratio = median_ratio(cpu_o2[c][CONTROL], cpu_o2[c][before])
+            print(f"| {c}: `control.hpp` header-only <= 0.5x its -O2 CPU before | {ratio:.2f}x | {'yes' if ratio <= 0.5 else 'no'} |")
+            ratio = median_ratio(cpu_o2[c][ALL_RUNTIME], cpu_o2[c][before])
+            peak = PEAK[tuple([c, *compile_flags(include, "all.cpp", FILES[ALL_RUNTIME][2]), "-O2", "-c", "-o", os.devnull])] / 1024
+            met = ratio <= 0.15 and peak <= 200
+            print(f"| {c}: `all.hpp` with tracetree-runtime <= 0.15x `control.hpp`'s -O2 CPU before, <= 200 MB | "
+                  f"{ratio:.2f}x, {peak:.0f} MB | {'yes' if met else 'no'} |")
         ratio = median_ratio(cpu[c][ANNOTATED], cpu[c][BASELINE])
         met = "yes" + (" (aim 0.5x met too)" if ratio <= 0.5 else "") if ratio <= 1.0 else \
             f"no: {ratio - 1.0:.2f}x over"

@@ -11,8 +11,11 @@
 // of the path are kept (the outermost ones). A Continue is a scope: it must end on the thread that
 // made it, after the scopes opened inside it, and not inside a scope a trace session captures or
 // another trace's continued work (there the work is recorded where it runs). A Here taken inside a
-// trace's capture holds that trace back: the last one dropped (or the last Continue ended) delivers
-// it, on that thread, to the sessions' on_trace callbacks.
+// trace's capture, or inside work continued from one (any number of hops), holds that trace back
+// until it is spent: once a Continue of it (of any copy) has ended, or when its last copy is gone. A
+// Here for several Continues says so, here(for_many): only its last copy lets the trace go. The last
+// hold let go delivers the trace, on that thread, to the sessions' on_trace callbacks. In the trace,
+// a call's time is its wall time; the work it handed off is shown under it as Node::parallel.
 //
 // With TRACETREE_DISABLE this header defines the same names in an inline namespace of their own,
 // which do nothing; a Here from such a file cannot reach a file that records (a link error, not a
@@ -28,7 +31,10 @@
 namespace tracetree {
 inline namespace handoff_disabled {
 struct Here {};
+struct ForMany {};
+inline constexpr ForMany for_many{};
 inline Here here() noexcept { return {}; }
+inline Here here(ForMany) noexcept { return {}; }
 class Continue {
 public:
     explicit Continue(const Here&) noexcept {}
@@ -49,32 +55,35 @@ std::decay_t<Task> wrap(const Here&, Task&& task) {
 TRACETREE_BEGIN_NAMESPACE
 
 class Resumed;
+struct ForMany {};
+inline constexpr ForMany for_many{};  // here(for_many): a Here continued more than once
 
 // The path of open scopes on the thread that took it, and when.
 class Here {
 public:
     Here() = default;  // continues nothing
-    Here(const Here& other) noexcept : path_(other.path_) { detail::retain(path_.gather); }
+    Here(const Here& other) noexcept : path_(other.path_) { detail::retain(path_.hold); }
     Here(Here&& other) noexcept : path_(other.path_) { other.path_ = {}; }  // the moved-from continues nothing
     Here& operator=(const Here& other) noexcept {
-        detail::retain(other.path_.gather);
-        detail::release(path_.gather);
+        detail::retain(other.path_.hold);
+        detail::release(path_.hold);
         path_ = other.path_;
         return *this;
     }
     Here& operator=(Here&& other) noexcept {
         if (this != &other) {
-            detail::release(path_.gather);
+            detail::release(path_.hold);
             path_ = other.path_;
             other.path_ = {};
         }
         return *this;
     }
-    ~Here() { detail::release(path_.gather); }  // the last one delivers the trace it was taken in
+    ~Here() { detail::release(path_.hold); }  // the last one unspent lets the trace it was taken in go
     bool empty() const noexcept { return !path_.valid; }
 
 private:
     friend Here here() noexcept;
+    friend Here here(ForMany) noexcept;
     friend class Continue;
     friend class Resumed;  // coroutine.hpp
     detail::HandoffPath path_;
@@ -84,6 +93,13 @@ private:
 inline Here here() noexcept {
     Here result;
     if (detail::Arena* arena = detail::recording_arena()) arena->recorder->capture_here(*arena, result.path_);
+    return result;
+}
+
+// A Here for several Continues: the trace it was taken in waits until its last copy is gone.
+inline Here here(ForMany) noexcept {
+    Here result = here();
+    if (result.path_.hold != nullptr) result.path_.hold->many = true;  // not shared yet
     return result;
 }
 

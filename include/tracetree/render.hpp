@@ -16,13 +16,18 @@
 // Double.toString prints them (`3.0`, `0.096584`, `8.55E-4`); ` #line` (the scope macro's line);
 // `[throws Exception]` or `[throws Exception,N]`; a throw as `throw:<type> #<line> [<what()>]`,
 // folded throws with a leading `[count=N]`; TRACETREE_WATCH values (traces that asked for them) as
-// `@name=value` lines before a node's children; a hand-off's path (continued here, not called here:
+// `@name=value` lines before a node's children; in a trace, work handed off that ran on another thread
+// meanwhile as `[parallel]` after its name, its root's line then saying that percentages may add up to
+// more than 100% (kParallelNote); a hand-off's path (continued here, not called here:
 // handoff.hpp) as `[continued]`, its innermost node `[continued on <thread>]`, in place of the cost; a
 // call merged with such a path (`profile().merged()`) as `[total includes Xms continued under it;
 // min,max: its own calls]` after its name; header `ts=yyyy-MM-dd HH:mm:ss.SSS;thread_name=...;id=N`
 // (id in decimal, as Arthas 4 prints it); the costliest node below the root in red. Where colour is off
 // and the options ask for it (to_string's default does, render()'s does not), that node's line ends
-// with ` <- hot` instead: without it the text is Arthas's byte for byte.
+// with ` <- hot` instead: without it the text is Arthas's byte for byte. Likewise the off-CPU brackets
+// (cpu_marker; to_string's default, not render()'s): a trace's root ends with
+// ` [on CPU 12.00%, off CPU 88.00%: runnable 80.00%, blocked 8.00%]`, a call below it that was
+// mostly off CPU with ` [off CPU >= 87.50%]` (values.hpp, OffCpu).
 #ifndef TRACETREE_RENDER_HPP
 #define TRACETREE_RENDER_HPP
 
@@ -51,14 +56,18 @@ public:
     RenderOptions& utc(bool on = true) { utc_ = on; return *this; }  // ts= in UTC instead of local time
     // Without colour, end the costliest node's line with ` <- hot` (with colour that node is red instead).
     RenderOptions& hot_marker(bool on = true) { hot_marker_ = on; return *this; }
+    // End a trace's root line with its time on and off CPU, and each call mostly off CPU with its share.
+    RenderOptions& cpu_marker(bool on = true) { cpu_marker_ = on; return *this; }
     Colour colour() const { return colour_; }
     bool utc() const { return utc_; }
     bool hot_marker() const { return hot_marker_; }
+    bool cpu_marker() const { return cpu_marker_; }
 
 private:
     Colour colour_ = Colour::automatic;
     bool utc_ = false;
     bool hot_marker_ = false;
+    bool cpu_marker_ = false;
 };
 
 void render(std::ostream& out, const Trace& trace, const RenderOptions& options = {});
@@ -67,10 +76,10 @@ void render(std::ostream& out, const Profile& profile, const RenderOptions& opti
 void render(std::ostream& out, const ThreadProfile& thread, const RenderOptions& options = {});
 void render(std::ostream& out, const ThreadProfile& thread, std::chrono::system_clock::time_point taken,
             const RenderOptions& options = {});
-// As render(), without colour unless asked and, by default, with the ` <- hot` marker.
-std::string to_string(const Trace& trace, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker());
-std::string to_string(const Profile& profile, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker());
-std::string to_string(const ThreadProfile& thread, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker());
+// As render(), without colour unless asked and, by default, with the ` <- hot` marker and the off-CPU brackets.
+std::string to_string(const Trace& trace, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
+std::string to_string(const Profile& profile, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
+std::string to_string(const ThreadProfile& thread, const RenderOptions& options = RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
 
 // The other sessions, as Arthas prints them.
 void render(std::ostream& out, const StackTrace& stack, const RenderOptions& options = {});  // `stack`
@@ -95,6 +104,31 @@ inline bool use_colour(std::ostream& out, Colour colour) {
 
 // Ends the hot node's line when colour is off; admin/handler.hpp finds it to mark the line in its HTML.
 inline constexpr const char* kHotMarker = " <- hot";
+
+// A trace's root: ` [on CPU P%, off CPU P%: runnable P%, blocked P%]` (the split when the source
+// knows it); a call below it whose lower bound is more than half its total: ` [off CPU >= P%]`.
+inline void append_off_cpu(std::string& out, const Node& node) {
+    if (!node.off_cpu || node.total.count() <= 0) return;
+    const OffCpu& off = *node.off_cpu;
+    if (off.at_least) {
+        if (!node.mostly_off_cpu()) return;
+        out += " [off CPU >= ";
+        append_percent(out, off.off, node.total);
+        out += "%]";
+        return;
+    }
+    out += " [on CPU ";
+    append_percent(out, node.total - off.off, node.total);
+    out += "%, off CPU ";
+    append_percent(out, off.off, node.total);
+    if (off.runnable) {
+        out += "%: runnable ";
+        append_percent(out, *off.runnable, node.total);
+        out += "%, blocked ";
+        append_percent(out, off.off - *off.runnable, node.total);
+    }
+    out += "%]";
+}
 
 // The cost bracket: root `[Xms]`, a call `[P.PP% Xms ]`, folded `[P.PP% min=..,max=..,total=..,count=N]`.
 // `parent` is null for roots and for children of a still-running node (no total to divide by).
@@ -144,12 +178,22 @@ inline std::string throw_text(const Node& node) {
     return text;
 }
 
+// After a root with parallel work below it (a trace's hand-offs): what its percentages mean then.
+inline constexpr const char* kParallelNote =
+    " [wall time; [parallel] work ran on other threads meanwhile: % of the parent's wall time, may add up to over 100%]";
+inline bool has_parallel(const Node& node) {
+    for (const Node& child : node.children)
+        if (child.parallel || has_parallel(child)) return true;
+    return false;
+}
+
 // Writes a tree line by line. One buffer holds the current line and one the indent, so a node costs
 // appends and a single write, not strings of its own.
 struct TreeWriter {
     std::ostream& out;
     const Node* highlighted;  // null: no colour, no marker
     bool colour;              // false: the marker instead
+    bool cpu = false;         // the off-CPU brackets
     std::string prefix = "    ";
     std::string text{};
 
@@ -167,13 +211,17 @@ struct TreeWriter {
         text += red ? " \x1b[m" : " ";
         text += node.name;
         if (with_line && node.line != 0) text.append(" #").append(std::to_string(node.line));
+        if (node.file == detail::kTailCallFile) text += " [tail call]";
         if (node.throws == 1) text += " [throws Exception]";
         if (node.throws > 1) text.append(" [throws Exception,").append(std::to_string(node.throws)).append(1, ']');
+        if (node.parallel) text += " [parallel]";
+        if (parent == nullptr && has_parallel(node)) text += kParallelNote;
         if (node.continued_total.count() != 0 && !node.continued) {
             text += " [total includes ";
             append_java_millis(text, node.continued_total);
             text += node.count > 1 ? "ms continued under it; min,max: its own calls]" : "ms continued under it]";
         }
+        if (cpu) append_off_cpu(text, node);
         if (!colour && &node == highlighted) text += kHotMarker;
         text += '\n';
         const std::size_t outer = prefix.size();
@@ -232,11 +280,18 @@ inline void human_rows(std::ostream& out, const Node& node, const std::string& p
         << pad_left(std::to_string(node.count), 8) << pad_left(duration(node.min), 11)
         << pad_left(duration(node.max), 11) << "  " << prefix << branch << node.name;
     if (node.line != 0 && !branch.empty()) out << " #" << node.line;
+    if (node.file == detail::kTailCallFile) out << "  (tail call)";
     if (node.continued) out << (node.continued_on.empty() ? "  (continued)" : "  (continued on " + node.continued_on + ")");
     if (node.throws != 0) out << "  (" << node.throws << " threw)";
+    if (node.parallel) out << "  (parallel: ran on another thread meanwhile, not part of the total above)";
     if (node.continued_total.count() != 0 && !node.continued)
         out << "  (total includes " << duration(node.continued_total) << " continued under it; min, max: its own calls)";
     if (node.dropped != 0) out << "  (" << node.dropped << " calls below not recorded)";
+    if (node.off_cpu && (!node.off_cpu->at_least || node.mostly_off_cpu())) {
+        std::string off;
+        append_off_cpu(off, node);
+        out << " " << off;
+    }
     out << '\n';
     const std::string inner = branch.empty() ? prefix : prefix + (branch == "`- " ? "   " : "|  ");
     for (std::size_t i = 0; i < node.children.size(); ++i)
@@ -255,7 +310,7 @@ inline void render(std::ostream& out, const Trace& trace, const RenderOptions& o
     detail::write_header(out, trace.start, trace.thread_name, trace.thread_id, trace.fields, options.utc());
     const bool colour = detail::use_colour(out, options.colour());
     const Node* highlighted = colour || options.hot_marker() ? detail::costliest_below(trace.root, nullptr) : nullptr;
-    detail::TreeWriter{out, highlighted, colour}.line(true, trace.root, nullptr, false);
+    detail::TreeWriter{out, highlighted, colour, options.cpu_marker()}.line(true, trace.root, nullptr, false);
     out << '\n';
 }
 
@@ -289,12 +344,12 @@ inline void render(std::ostream& out, const StackTrace& stack, const RenderOptio
         << ";id=" << stack.thread_id;
     for (const auto& field : stack.fields) out << ';' << field.first << '=' << field.second;
     out << '\n';
-    for (std::size_t i = 0; i < stack.frames.size(); ++i) {
-        const StackFrame& frame = stack.frames[i];
-        if (i == 0) {
-            out << "    @" << detail::without_parentheses(frame.name) << "()\n";
-            continue;
-        }
+    // The machine stack's callers when it was walked, else the open scopes around the matching one.
+    const bool machine = !stack.callers.empty();
+    const std::vector<StackFrame>& at = machine ? stack.callers : stack.frames;
+    if (!stack.frames.empty()) out << "    @" << detail::without_parentheses(stack.frames[0].name) << "()\n";
+    for (std::size_t i = machine ? 0 : 1; i < at.size(); ++i) {
+        const StackFrame& frame = at[i];
         out << "        at " << detail::without_parentheses(frame.name) << '(' << detail::basename(frame.file);
         if (frame.line != 0) out << ':' << frame.line;
         out << ")\n";

@@ -11,19 +11,9 @@
 //   tracetree::TraceSession trace(tracetree::TraceRequest("handle").min_cost(10ms).limit(3));
 //   for (auto& t : trace.collect(30s)) tracetree::render(std::cout, t);
 //
-// Reading order of the library, bottom up: this file (configuration, macros) -> core/abi.hpp (the
-// namespace) -> core/anchor.hpp (finding the process's recorder) -> core/recorder.hpp
-// (call sites, the per-thread tree, the scope guard) -> values.hpp (plain trees) -> matcher.hpp ->
-// the runtime's rooms: runtime/clock.hpp (ticks to ns), runtime/sites.hpp (interned sites),
-// runtime/tree.hpp (node pool, trees, snapshots as values), runtime/session_registry.hpp (sessions,
-// matching, delivery), runtime/thread_state.hpp (a thread's captures and frames), runtime/threads.hpp
-// (live and exited threads, profiles, timelines), runtime/handoffs.hpp (here() and Continue, a
-// coroutine's resumptions and co-scopes, with core/handoff.hpp and runtime/gather.hpp), runtime/process.hpp (modules, the C++ ABI, with
-// runtime/exception_types.hpp: what a thrown object is) -> core/platform.hpp (what the recorder
-// needs of the platform, said first) ->
-// runtime/runtime.hpp (RuntimeImpl over them) -> control.hpp and sessions.hpp (the public control API;
-// defined in runtime/control-inl.hpp and runtime/sessions-inl.hpp) -> render.hpp (Arthas and human
-// text) -> views.hpp (flame graphs, JSON, diffs) -> handoff.hpp, coroutine.hpp (and asio.hpp) -> all.hpp.
+// The map of the library is the README's "How it works" (docs/images/house.svg, drawn from the
+// includes): the hot path in core/, the recorder in runtime/, text helpers in text/, and the optional
+// parts in admin/, otel/ and xray/, with the public headers here at the top.
 #ifndef TRACETREE_TRACETREE_HPP
 #define TRACETREE_TRACETREE_HPP
 

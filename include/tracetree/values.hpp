@@ -22,15 +22,35 @@ TRACETREE_BEGIN_NAMESPACE
 
 using Nanos = std::chrono::nanoseconds;
 
+namespace detail {
+// What a trace or flight recorder patches below the functions it matches (xray/xray.hpp), in direct
+// calls: two shows the structure of a write of db_bench's shape within 1.3x its untraced time, three
+// already reaches its skip list's comparisons, most of its calls (docs/xray.md, "What it costs").
+inline constexpr int kDefaultCallDepth = 2;
+inline constexpr int kMaxCallDepth = 64;
+// Node::file of an XRay function entered by a tail call: the renderers mark it "[tail call]".
+inline constexpr const char* kTailCallFile = "(tail call)";
+}  // namespace detail
+
 enum class NodeKind : std::uint8_t {
     call,    // a scope: its calls, folded
     thrown,  // an exception thrown while its parent was the innermost open scope (Arthas `throw:` lines)
 };
 
+// How much of a traced call's time its thread was not running: preempted while runnable, or blocked.
+// On a trace's root it is measured (runtime/cpu_time.hpp); on a node below the root it is a lower
+// bound, `at_least`: the node's total minus the root's time on CPU, as no part of an invocation runs
+// longer than the whole. Profiles carry none; nor does a trace on the test clock (set_clock).
+struct OffCpu {
+    Nanos off{};                    // off CPU, of the node's total
+    std::optional<Nanos> runnable;  // of which preempted, waiting for a CPU (unset: the source cannot tell)
+    bool at_least = false;          // a lower bound (nodes below the root)
+};
+
 struct Node {
     NodeKind kind = NodeKind::call;
     std::string name;        // a call: "ns::Class::method()" or the scope's text; thrown: the exception's type
-    std::string file;        // source file ("" when unknown)
+    std::string file;        // source file ("" when unknown; "(tail call)": an XRay function entered by a tail call)
     std::uint32_t line = 0;  // a call: the line of its scope macro; thrown: the line of TRACETREE_THROW (0: unknown)
     std::uint64_t count = 0; // completed calls (thrown: throws); a call with 0 was still running at the snapshot
     Nanos total{}, min{}, max{};
@@ -45,9 +65,15 @@ struct Node {
     // A call folded with such a path (Profile::merged()): the part of total continued on other threads;
     // min and max stay the calls' own.
     Nanos continued_total{};
+    // In a trace: work handed off from its parent that ran on another thread meanwhile (handoff.hpp).
+    // Its total is not part of the parent's, which is wall time; its percentage is of that wall time,
+    // so such siblings may add up to more than 100%.
+    bool parallel = false;
+    std::optional<OffCpu> off_cpu;  // traces only: see OffCpu
     std::vector<Node> children;  // in order of first call
 
-    Nanos self() const;             // total minus the children's totals, never negative
+    Nanos self() const;             // total minus the children's totals (not parallel ones), never negative
+    bool mostly_off_cpu() const { return off_cpu && off_cpu->off * 2 > total; }
     void merge(const Node& other);  // adds counts and times, folds children with the same site
     bool same_site(const Node& other) const {
         return kind == other.kind && line == other.line && name == other.name && file == other.file;
@@ -93,6 +119,10 @@ struct StackTrace {
     Nanos cost{};
     bool threw = false;
     std::vector<StackFrame> frames;  // innermost first: the matching scope, then each open scope around it
+    // The machine stack at the scope's start, innermost first: every function that called it, down to
+    // the thread's entry (main, or what a thread library called), named as XRay names functions; the
+    // file and line where an open scope is that function's. Empty when it could not be walked.
+    std::vector<StackFrame> callers;
 };
 
 // Arthas `watch`: the values an invocation saw.
@@ -174,8 +204,12 @@ struct RecorderInfo {
     std::uint64_t dropped_names = 0; // scopes not recorded: the name budget was full
     bool throw_hook = false;         // every throw is recorded as a throw node (checked when the recorder starts)
     std::string throw_hook_note;     // why not, when throw_hook is false
-    bool exported = false;           // copies loaded later (plugins, RTLD_LOCAL too) find this recorder
-    std::string refused;             // why this copy records nothing (loaded by dlmopen()); empty: it records
+    bool exported = false;           // copies loaded later (plugins, RTLD_LOCAL too) find this recorder: an anchor they reach holds it
+    std::string refused;             // why this copy records nothing (loaded by dlmopen(), or into a static executable); empty: it records
+    // Where a trace's off-CPU time comes from: "context switches (perf_event_open)", or, where that is
+    // refused, "thread CPU clock (clock_gettime)"; "none yet" before a thread has captured.
+    std::string cpu_time_source;
+    std::string cpu_time_note;       // why the context switches were refused, when they were
 };
 
 // ---- definitions ------------------------------------------------------------------------------
@@ -231,7 +265,8 @@ inline void merge_all(std::vector<Node>& into, const std::vector<Node>& from) {
 
 inline Nanos Node::self() const {
     Nanos children_total{0};
-    for (const Node& child : children) children_total += child.total;
+    for (const Node& child : children)
+        if (!child.parallel) children_total += child.total;  // ran meanwhile elsewhere: not out of this total
     return total > children_total ? total - children_total : Nanos(0);
 }
 
@@ -242,6 +277,7 @@ inline void Node::merge(const Node& other) {
         min = count == 0 ? other.min : std::min(min, other.min);
         max = std::max(max, other.max);
     }
+    parallel = continued ? other.parallel : other.continued ? parallel : parallel && other.parallel;  // a path has no say
     if (!continued || !other.continued) {  // folded with the calls themselves: no longer only a path
         continued = false;
         continued_on.clear();
@@ -254,6 +290,18 @@ inline void Node::merge(const Node& other) {
     throws += other.throws;
     dropped += other.dropped;
     if (other.message) message = other.message;
+    if (off_cpu || other.off_cpu) {  // what only one side knows is a lower bound of the sum
+        OffCpu sum = off_cpu ? *off_cpu : OffCpu{};
+        sum.at_least = !off_cpu || !other.off_cpu || off_cpu->at_least || other.off_cpu->at_least;
+        if (other.off_cpu) {
+            sum.off += other.off_cpu->off;
+            sum.runnable = off_cpu && sum.runnable && other.off_cpu->runnable ? std::optional<Nanos>(*sum.runnable + *other.off_cpu->runnable)
+                                                                               : std::nullopt;
+        } else {
+            sum.runnable.reset();
+        }
+        off_cpu = sum;
+    }
     values.insert(values.end(), other.values.begin(), other.values.end());
     detail::merge_all(children, other.children);
 }

@@ -226,8 +226,24 @@ inline Frame plain_frame(const Node& node, Nanos whole) {
                     duration(node.min) + ", max " + duration(node.max);
     if (node.throws != 0) frame.tooltip += "\nthrew " + std::to_string(node.throws);
     if (node.dropped != 0) frame.tooltip += "\n" + std::to_string(node.dropped) + " calls below not recorded";
+    if (node.parallel) {  // its width is of the parent's wall time too: parallel siblings are scaled to fit
+        frame.label += " [parallel]";
+        frame.tooltip += "\nparallel: ran on another thread meanwhile, not part of the parent's total";
+    }
     if (!node.file.empty()) frame.tooltip += "\n" + node.file + ":" + std::to_string(node.line);
     name_colour(frame, node.name);
+    if (node.off_cpu && node.total.count() > 0) {
+        const OffCpu& off = *node.off_cpu;
+        frame.tooltip += std::string("\noff CPU ") + (off.at_least ? ">= " : "") + duration(off.off) + " (" + share(off.off, node.total) + ")";
+        if (off.runnable)
+            frame.tooltip += ": runnable " + duration(*off.runnable) + ", blocked " + duration(off.off - *off.runnable);
+        if (node.mostly_off_cpu()) {  // cool grey-blue: time the thread did not run, not code to look at
+            frame.label += " [off CPU]";
+            frame.red = 150;
+            frame.green = 170;
+            frame.blue = 200;
+        }
+    }
     for (const Node& child : node.children)
         if (child.kind == NodeKind::call) frame.children.push_back(plain_frame(child, whole));  // a throw has no width
     return frame;
@@ -712,7 +728,10 @@ inline Node read_node(JsonReader& reader) {
     Node node;
     const std::size_t start = reader.position();
     Keys keys(reader, {"name", "file", "line", "count", "total_ns", "min_ns", "max_ns", "throws", "dropped", "children",
-                       "kind", "message", "values", "continued", "continued_on", "continued_ns"});
+                       "kind", "message", "values", "continued", "continued_on", "continued_ns", "parallel", "off_cpu_ns", "runnable_ns",
+                       "off_cpu_at_least"});
+    OffCpu off;
+    bool has_off = false;
     reader.object([&](const std::string& key, std::size_t at) {
         switch (keys.find(key, at)) {
         case 0: node.name = reader.string(); break;
@@ -745,10 +764,16 @@ inline Node read_node(JsonReader& reader) {
         case 13: node.continued = reader.boolean(); break;
         case 14: node.continued_on = reader.string(); break;
         case 15: node.continued_total = read_nanos(reader); break;
+        case 16: node.parallel = reader.boolean(); break;
+        case 17: off.off = read_nanos(reader); has_off = true; break;
+        case 18: off.runnable = read_nanos(reader); break;
+        case 19: off.at_least = reader.boolean(); break;
         default: reader.skip_value();
         }
     });
     if (!keys.seen(0)) reader.fail_at("node without a \"name\"", start);
+    if ((keys.seen(18) || keys.seen(19)) && !has_off) reader.fail_at("\"runnable_ns\" or \"off_cpu_at_least\" without \"off_cpu_ns\"", start);
+    if (has_off) node.off_cpu = off;
     return node;
 }
 
@@ -804,6 +829,12 @@ inline void write_node(std::ostream& out, const Node& node, std::size_t depth) {
     if (node.continued) out << ",\"continued\":true";
     if (!node.continued_on.empty()) out << ",\"continued_on\":" << json_string(node.continued_on);
     if (node.continued_total.count() != 0) out << ",\"continued_ns\":" << std::to_string(node.continued_total.count());
+    if (node.parallel) out << ",\"parallel\":true";
+    if (node.off_cpu) {
+        out << ",\"off_cpu_ns\":" << std::to_string(node.off_cpu->off.count());
+        if (node.off_cpu->runnable) out << ",\"runnable_ns\":" << std::to_string(node.off_cpu->runnable->count());
+        if (node.off_cpu->at_least) out << ",\"off_cpu_at_least\":true";
+    }
     if (!node.values.empty()) {
         out << ",\"values\":";
         write_pairs(out, node.values);
@@ -873,7 +904,10 @@ inline void write_folded(std::ostream& out, const ThreadProfile& thread, const F
 inline void write_flamegraph_svg(std::ostream& out, const Trace& trace, const FlameGraphOptions& options) {
     const detail::views::Frame root = detail::views::plain_frame(trace.root, trace.root.total);
     detail::views::write_svg(out, root, options, options.title.empty() ? "Flame graph" : options.title,
-                             "trace of " + trace.root.name + " on " + trace.thread_name + "; width: total time");
+                             "trace of " + trace.root.name + " on " + trace.thread_name + "; width: total time" +
+                                 (trace.root.off_cpu ? "; off CPU " + detail::views::share(trace.root.off_cpu->off, trace.root.total) +
+                                                           " (grey-blue: calls mostly off CPU)"
+                                                     : std::string()));
 }
 
 inline void write_flamegraph_svg(std::ostream& out, const Profile& profile, const FlameGraphOptions& options) {

@@ -102,6 +102,9 @@ TEST_CASE("every response is no-store with a content type; every answer is bound
     CHECK(index.content_type == "text/html; charset=utf-8");
     CHECK(header(index, "Cache-Control") == "no-store");
     CHECK(contains(header(index, "Content-Security-Policy"), "default-src 'none'"));
+    // Where the traces' time off CPU comes from (issue 41).
+    CHECK(contains(index.body, "<p id=\"cpu-time\" class=\"note\">Time off CPU in traces: " +
+                                   tracetree::recorder_info().cpu_time_source));
     CHECK(handler.handle(get("")).status == 200);  // the prefix itself
     const AdminResponse missing = handler.handle(get("/nope"));
     CHECK(missing.status == 404);
@@ -125,7 +128,7 @@ TEST_CASE("trace: Arthas text, JSON and a page, n invocations or the timeout") {
     CHECK(traced.status == 200);
     CHECK(traced.content_type == "text/plain; charset=utf-8");
     CHECK(contains(traced.body, "`---ts="));
-    CHECK(contains(traced.body, "] admin_work::work()\n"));
+    CHECK(contains(traced.body, "] admin_work::work() [on CPU "));  // and how much of it off CPU (issue 41)
     CHECK(contains(traced.body, "admin_work::leaf() #"));
     CHECK(contains(traced.body, "Command execution times exceed limit: 2, so command will exit. You can set it with the n= parameter.\n"));
 

@@ -52,10 +52,10 @@ check "step 6 compares before and after" "6\." '^a call after a gc +[0-9.]+ ms +
 # Step 7: the trace of the poller's hand-off holds the queue wait and, under it, the worker's service
 # (the indentation is the nesting: processSocket, then its children, then doRun's).
 check "step 7's trace starts on the poller" "7\." '^`---ts=.*;thread_name=http-nio-[0-9]+-ClientPoller;'
-check "step 7's trace is of processSocket" "7\." '^    `---\[[0-9.E-]+ms\] AbstractEndpoint::processSocket$'
-check "step 7 shows the queue wait under it" "7\." '^        \+---\[[0-9.]+% [0-9.E-]+ms \] \[queued\]$'
-check "step 7 shows the worker's run under it" "7\." '^        `---\[[0-9.]+% [0-9.E-]+ms \] NioEndpoint::SocketProcessor::doRun #[0-9]+$'
-check "step 7 shows the service under the worker's run" "7\." '^            `---\[[0-9.]+% [0-9.E-]+ms \] demo::Http11Processor::service\(\) #[0-9]+$'
+check "step 7's trace is of processSocket" "7\." '^    `---\[[0-9.E-]+ms\] AbstractEndpoint::processSocket \[wall time; \[parallel\] work ran .*\]( \[on CPU [^]]*\])?$'
+check "step 7 shows the queue wait under it" "7\." '^        \+---\[[0-9.]+% [0-9.E-]+ms \] \[queued\] \[parallel\]( \[off CPU >= [0-9.]+%\])?( <- hot)?$'
+check "step 7 shows the worker's run under it" "7\." '^        `---\[[0-9.]+% [0-9.E-]+ms \] NioEndpoint::SocketProcessor::doRun #[0-9]+ \[parallel\]( \[off CPU >= [0-9.]+%\])?( <- hot)?$'
+check "step 7 shows the service under the worker's run" "7\." '^            `---\[[0-9.]+% [0-9.E-]+ms \] demo::Http11Processor::service\(\) #[0-9]+( \[off CPU >= [0-9.]+%\])?( <- hot)?$'
 check "step 7 sums up the waits" "7\." '^In the queue: [0-9.]+ ms, [0-9.]+ ms '
 if grep -q 'once more' "$OUT"; then echo "note: a step ran twice (its admin call started after its /send)"; fi
 

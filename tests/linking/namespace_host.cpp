@@ -8,6 +8,7 @@
 // output: the refusal said once on stderr, and one admin listener (TRACETREE_ADMIN is set).
 #include "probe.hpp"
 
+#include <tracetree/admin/server.hpp>  // TRACETREE_ADMIN's listener: header-only, compiled where this is included
 #include <tracetree/tracetree.hpp>
 
 #include <atomic>

@@ -25,4 +25,5 @@ extern "C" __attribute__((visibility("default"))) void plugin_throw() {
 #if PLUGIN_CONTROL
 extern "C" __attribute__((visibility("default"))) long long plugin_count(const char* name) { return probe_count(name); }
 extern "C" __attribute__((visibility("default"))) void plugin_dump() { probe_dump(); }
+extern "C" __attribute__((visibility("default"))) void plugin_refused(char* out, unsigned long size) { probe_refused(out, size); }
 #endif

@@ -32,9 +32,12 @@
 #include "../render.hpp"
 #include "../sessions.hpp"
 #include "../views.hpp"
+#include "../runtime/sites.hpp"   // function_name: the program's functions named as patterns see them
+#include "../runtime/symbols.hpp" // the program's functions and scopes, from its symbol table
 #include "../text/text.hpp"  // lowercase, markup, trim_ows
 
 #include <algorithm>          // std::min
+#include <cctype>             // std::tolower: the closest names to a misspelt pattern
 #include <arpa/inet.h>         // inet_pton: peer addresses and AdminOptions::allowed_peers
 #include <array>
 #include <chrono>
@@ -134,6 +137,7 @@ private:
     AdminResponse on_recorder_start(const AdminRequest&, const Reader& reader);
     AdminResponse on_recorder_stop(const AdminRequest&, const Reader& reader);
     AdminResponse on_reset(const AdminRequest&, const Reader& reader);
+    AdminResponse on_xray(const AdminRequest&, const Reader& reader);
     std::string index_page();
 
     const AdminOptions options_;
@@ -620,11 +624,16 @@ void write_origin(std::ostream& out, const Value& value) {  // when and where a 
 inline void write_json(std::ostream& out, const StackTrace& stack) {
     out << '{';
     write_origin(out, stack);
-    out << ",\"frames\":[";
-    for (std::size_t i = 0; i < stack.frames.size(); ++i)
-        out << (i == 0 ? "" : ",") << "{\"name\":" << views::json_string(stack.frames[i].name)
-            << ",\"file\":" << views::json_string(stack.frames[i].file) << ",\"line\":" << std::to_string(stack.frames[i].line) << '}';
-    out << "]}";
+    const auto write_frames = [&out](const char* key, const std::vector<StackFrame>& frames) {
+        out << ",\"" << key << "\":[";
+        for (std::size_t i = 0; i < frames.size(); ++i)
+            out << (i == 0 ? "" : ",") << "{\"name\":" << views::json_string(frames[i].name)
+                << ",\"file\":" << views::json_string(frames[i].file) << ",\"line\":" << std::to_string(frames[i].line) << '}';
+        out << ']';
+    };
+    write_frames("frames", stack.frames);
+    if (!stack.callers.empty()) write_frames("callers", stack.callers);  // the machine stack (runtime/stack.hpp)
+    out << '}';
 }
 
 inline void write_json(std::ostream& out, const WatchEvent& event) {
@@ -786,6 +795,77 @@ inline std::string whole(BoundedBuffer& buffer, std::size_t limit, const char* w
     return std::move(buffer.text());
 }
 
+// The names a pattern may match before anything ran: the executable's functions (as
+// TRACETREE_FUNCTION() and XRay name them) and the texts of its annotated scopes. Read once.
+inline const std::vector<std::string>& program_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> all;
+        try {
+            const FunctionTable table = function_table("/proc/self/exe", executable_bias());
+            for (const auto& function : table.functions) all.push_back(function_name(function.name.c_str()));
+            all.insert(all.end(), table.scope_texts.begin(), table.scope_texts.end());
+            std::sort(all.begin(), all.end());
+            all.erase(std::unique(all.begin(), all.end()), all.end());
+        } catch (...) {  // out of memory: nothing known, every pattern waits
+        }
+        return all;
+    }();
+    return names;
+}
+
+// Edits between two names, letters compared without case.
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
+            row[j] = std::min({above + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+// A session whose pattern matches no function of the program and no scope run so far would wait for
+// its whole timeout for nothing (a misspelt name): answered 404 at once, naming the closest names.
+// Scopes of a library loaded later, and run-time names, are known once they have run. Only in a
+// program with XRay (xray/xray.hpp) for now: elsewhere a pattern of a scope not yet run waits, as
+// the tests that hold a request open with one expect.
+inline void refuse_unknown(const std::string& text, bool regex) {
+    if (!g_xray_in_program.load(std::memory_order_relaxed)) return;
+    std::optional<Pattern> pattern;
+    try {
+        pattern.emplace(text, regex ? PatternSyntax::regex : PatternSyntax::glob);
+    } catch (const PatternError& e) {
+        bad("pattern", e.what());
+    }
+    const std::vector<std::string>& program = program_names();
+    const std::vector<std::string> seen = scope_names();
+    const auto matches = [&](const std::string& name) { return pattern->matches(name); };
+    if (std::any_of(program.begin(), program.end(), matches) || std::any_of(seen.begin(), seen.end(), matches)) return;
+    // Patterns match a name or its end after a "::" ("DBImpl::Write" matches leveldb::DBImpl::Write):
+    // the distance is to the closest of those.
+    std::vector<std::pair<std::size_t, std::string>> closest;
+    for (const auto* names : {&program, &seen})
+        for (const std::string& name : *names) {
+            if (name.size() > 4 * text.size() + 64) continue;
+            std::size_t best = edit_distance(text, name);
+            for (std::size_t at = name.find("::"); at != std::string::npos; at = name.find("::", at + 2))
+                best = std::min(best, edit_distance(text, std::string_view(name).substr(at + 2)));
+            closest.emplace_back(best, name);
+        }
+    std::sort(closest.begin(), closest.end());
+    closest.erase(std::unique(closest.begin(), closest.end()), closest.end());
+    std::string message = "pattern '" + views::plain_text(text) + "' matches no function of the program and no scope run so far";
+    for (std::size_t i = 0; i < closest.size() && i < 3; ++i)
+        message += (i == 0 ? "; closest: " : ", ") + views::plain_text(closest[i].second);
+    refuse(404, message);
+}
+
 }  // namespace admin
 }  // namespace detail
 
@@ -858,11 +938,14 @@ struct Table {
         const Param n{"n", Param::whole, "", 1, 1, 0, Param::max_n};
         const Param timeout{"timeout", Param::decimal, "seconds", 30, 0.001, 0, Param::max_timeout};
         const Param all_formats{"format", Param::choice, "text|json|html"}, page_format{"format", Param::choice, "text|html"};
+        const Param depth{"depth", Param::whole,
+                          "call levels: the XRay functions patched below a matching one, [docs/xray.md](xray.md#what-a-session-patches)",
+                          double{kDefaultCallDepth}, 0, double{kMaxCallDepth}};
         const Field pattern_field{"pattern", "pattern", ""}, regex_field{"regex", "regex", ""};
         const Field cost_field{"cost", "min cost (ms)", "0"}, n_field{"n", "n", "1"}, timeout_field{"timeout", "timeout (s)", "30"};
         static const std::vector<Endpoint> table = {
             {"", "GET", {}, &H::on_index, {}, "the HTML page (below)"},
-            {"trace", "GET", {pattern, regex, n, all_formats, cost, timeout}, &H::on_wait,
+            {"trace", "GET", {pattern, regex, n, all_formats, cost, timeout, depth}, &H::on_wait,
              {"Trace: the call tree of the next slow invocations (Arthas <code>trace</code>)", "trace",
               {pattern_field, regex_field, cost_field, n_field, timeout_field}, "Trace"},
              "Arthas `trace pattern '#cost > cost' -n n`: the call tree of each of the next `n` outermost invocations costing "
@@ -871,7 +954,8 @@ struct Table {
             {"stack", "GET", {pattern, regex, n, all_formats, cost, timeout}, &H::on_wait,
              {"Stack: who calls it (Arthas <code>stack</code>)", "stack",
               {pattern_field, regex_field, cost_field, n_field, timeout_field}, "Stack"},
-             "Arthas `stack`: who called each invocation, innermost first"},
+             "Arthas `stack`: who called each invocation, innermost first: the machine stack at its start (JSON: `callers`; "
+             "`frames` are the open scopes), down to `main` or the thread's entry"},
             {"watch", "GET",
              {pattern, regex, n, all_formats, cost, timeout,
               {"values", Param::text, "a,b: the `TRACETREE_WATCH` names to keep; all"}},
@@ -899,7 +983,7 @@ struct Table {
              "stops it; what it recorded stays readable"},
             {"timeline", "GET", {}, &H::on_timeline, {}, "Chrome trace-event JSON for ui.perfetto.dev or chrome://tracing"},
             {"recorder/start", "POST",
-             {pattern, regex, cost, {"keep", Param::whole, "traces", 16, 1, 1000}, page_format}, &H::on_recorder_start,
+             {pattern, regex, cost, {"keep", Param::whole, "traces", 16, 1, 1000}, depth, page_format}, &H::on_recorder_start,
              {nullptr, "recorder", {pattern_field, regex_field, {"cost", "min cost (ms)", "10"}, {"keep", "keep", "16"}}, "Start"},
              "starts the flight recorder: every matching invocation costing at least `cost` is captured, the newest "
              "`keep` kept; 409 while one runs"},
@@ -908,6 +992,12 @@ struct Table {
             {"recorder", "GET", {all_formats}, &H::on_recorder, {},
              "the kept traces, oldest first, as Arthas trees, after a line with the counts (recorded, kept, evicted); "
              "200 with a hint when none was started"},
+            // Its form is on the page only in a program with XRay, and searches all: index_page writes it.
+            {"xray", "GET", {{"search", Param::text, "a pattern over names; `*`"}, regex, {"all", Param::flag}, all_formats},
+             &H::on_xray, {},
+             "in a program with XRay: how many functions are instrumented, patchable and patched now, then one line per "
+             "matching function (at most 1000): `patched`/`idle`/`never` (not patchable), its name, and the running sessions "
+             "that patch it (`by trace 'db::DB::Write' (depth 2)`); `all=1` for the idle ones too. Without XRay: a line saying so"},
         };
         return table;
     }
@@ -1118,7 +1208,7 @@ inline AdminResponse AdminHandler::on_profile(const AdminRequest&, const Reader&
         return response("application/json", whole(kept, options_.max_body, "the profile's JSON"));
     }
     if (format == "human") render_human(out, shown);
-    else render(out, shown, RenderOptions().colour(Colour::never).hot_marker());
+    else render(out, shown, RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
     return answer(format, options_.prefix, "profile", cut_lines(kept, options_.max_body, "the profile"), "");
 }
 
@@ -1184,6 +1274,9 @@ inline AdminResponse AdminHandler::on_wait(const AdminRequest& request, const Re
         }
     }
 
+    const int depth = endpoint == "trace" ? static_cast<int>(reader.whole("depth")) : detail::kDefaultCallDepth;  // only trace takes it
+    refuse_unknown(pattern, regex);
+
     Waiter waiter(*this, request.cancel.get());
     const auto started = std::chrono::steady_clock::now();
     const Nanos min_cost = from_millis(cost_ms);
@@ -1202,7 +1295,7 @@ inline AdminResponse AdminHandler::on_wait(const AdminRequest& request, const Re
     const bool as_json = format == "json";
     BoundedBuffer values(options_.max_body);
     std::ostream out(&values);
-    const RenderOptions plain = RenderOptions().colour(Colour::never).hot_marker();
+    const RenderOptions plain = RenderOptions().colour(Colour::never).hot_marker().cpu_marker();
     // Adds one value; false, leaving it out, when it does not fit in max_body.
     const auto add = [&](const auto& value, std::size_t index) {
         const std::size_t before = values.size();
@@ -1236,7 +1329,7 @@ inline AdminResponse AdminHandler::on_wait(const AdminRequest& request, const Re
     };
 
     if (endpoint == "trace") {
-        auto session = open([&] { return TraceSession(TraceRequest(pattern).regex(regex).min_cost(min_cost).limit(n)); });
+        auto session = open([&] { return TraceSession(TraceRequest(pattern).regex(regex).min_cost(min_cost).limit(n).depth(depth)); });
         collect(session);
     } else if (endpoint == "stack") {
         auto session = open([&] { return StackSession(StackRequest(pattern).regex(regex).min_cost(min_cost).limit(n)); });
@@ -1284,6 +1377,53 @@ inline AdminResponse AdminHandler::on_wait(const AdminRequest& request, const Re
     return answer(format, options_.prefix, endpoint + " " + pattern, body, "");
 }
 
+// The program's XRay functions (xray/xray.hpp): how many, which are patched now and for which
+// sessions, and a search by pattern over their names.
+inline AdminResponse AdminHandler::on_xray(const AdminRequest&, const Reader& reader) {
+    using namespace detail::admin;
+    const std::string search = reader.get("search").value_or("*");
+    const bool regex = reader.flag("regex");
+    const bool all = reader.flag("all");  // every match, not only the patched ones
+    const std::string format = reader.choice("format");
+    std::optional<Pattern> pattern;
+    try {
+        pattern.emplace(search, regex ? PatternSyntax::regex : PatternSyntax::glob);
+    } catch (const PatternError& e) {
+        bad("search", e.what());
+    }
+    auto* const rows_of = detail::g_xray_rows.load();
+    if (rows_of == nullptr)
+        return answer(format, options_.prefix, "xray", "XRay: not in this program (docs/xray.md: build with clang++ -fxray-instrument and include tracetree/xray/xray.hpp)\n",
+                      "{\"xray\":false}");
+    std::vector<detail::XRayRow> rows;
+    try {
+        rows_of(rows);
+    } catch (const std::exception& e) {
+        refuse(503, std::string("XRay: ") + e.what());
+    }
+    std::size_t patchable = 0, patched = 0, shown = 0;
+    std::ostringstream plain, json;
+    json << "{\"xray\":true,\"functions\":[";
+    for (const detail::XRayRow& row : rows) {
+        patchable += row.patchable;
+        patched += row.patched;
+        // Names as patterns see them: without "()".
+        if (!pattern->matches(row.name.substr(0, row.name.size() - 2)) || (!all && !row.patched) || shown == 1000) continue;
+        plain << (row.patched ? "patched    " : row.patchable ? "idle       " : "never      ") << row.name;
+        if (!row.wanted_by.empty()) plain << "  by " << row.wanted_by;
+        plain << '\n';
+        json << (shown == 0 ? "" : ",") << "{\"name\":" << detail::views::json_string(row.name) << ",\"patchable\":" << (row.patchable ? "true" : "false")
+             << ",\"patched\":" << (row.patched ? "true" : "false") << ",\"wanted_by\":" << detail::views::json_string(row.wanted_by) << '}';
+        ++shown;
+    }
+    json << "],\"instrumented\":" << rows.size() << ",\"patchable\":" << patchable << ",\"patched\":" << patched << '}';
+    const std::string head = "XRay: " + std::to_string(rows.size()) + " functions instrumented, " + std::to_string(patchable) +
+                             " patchable, " + std::to_string(patched) + " patched now; " + std::to_string(shown) + " shown (" +
+                             (all ? "all" : "patched") + " matching '" + detail::views::plain_text(search) + "'" +
+                             (shown == 1000 ? ", the first 1000" : "") + "; all=1 for idle ones too)\n";
+    return answer(format, options_.prefix, "xray", head + plain.str(), json.str());
+}
+
 inline AdminResponse AdminHandler::on_recorder_start(const AdminRequest&, const Reader& reader) {
     using namespace detail::admin;
     std::lock_guard<std::mutex> lock(recorder_mutex_);
@@ -1291,12 +1431,14 @@ inline AdminResponse AdminHandler::on_recorder_start(const AdminRequest&, const 
     const bool regex = reader.flag("regex");
     const double cost_ms = reader.decimal("cost");
     const std::uint64_t keep = reader.whole("keep");
+    const int depth = static_cast<int>(reader.whole("depth"));
     const std::string format = reader.choice("format");
+    refuse_unknown(pattern, regex);
     if (recorder_running_)
         refuse(409, "a flight recorder is running for '" + detail::views::plain_text(recorder_pattern_) + "'; POST " +
                         options_.prefix + "/recorder/stop first");
     try {
-        recorder_.emplace(RecorderRequest(pattern).regex(regex).min_cost(from_millis(cost_ms)).keep(static_cast<std::size_t>(keep)));
+        recorder_.emplace(RecorderRequest(pattern).regex(regex).min_cost(from_millis(cost_ms)).keep(static_cast<std::size_t>(keep)).depth(depth));
     } catch (const PatternError& e) {
         bad("pattern", e.what());
     } catch (const std::invalid_argument& e) {
@@ -1352,7 +1494,7 @@ inline AdminResponse AdminHandler::on_recorder(const AdminRequest&, const Reader
             out << (shown == 0 ? "\n" : ",\n");
             write_json_value(out, kept[shown]);
         } else {
-            render(out, kept[shown], RenderOptions().colour(Colour::never).hot_marker());
+            render(out, kept[shown], RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
         }
         if (!values.overflowed()) continue;
         values.rewind(before);
@@ -1379,7 +1521,10 @@ inline std::string AdminHandler::index_page() {
     std::ostringstream body;
     body << "<h1>tracetree</h1>\n<p class=\"note\">version " << html(info.version) << ", recorder in <code>"
          << html(info.module) << "</code>, " << info.threads << " thread(s) recorded, " << info.nodes
-         << " nodes allocated. Every endpoint takes <code>format=</code> as listed; see docs/admin.md.</p>\n";
+         << " nodes allocated. Every endpoint takes <code>format=</code> as listed; see docs/admin.md.</p>\n"
+         << "<p id=\"cpu-time\" class=\"note\">Time off CPU in traces: " << html(info.cpu_time_source)
+         << (info.cpu_time_note.empty() ? std::string() : " (context switches refused: " + html(info.cpu_time_note) + ")")
+         << ".</p>\n";
     if (server_note_) {
         const std::string note = server_note_();
         if (!note.empty()) body << "<p id=\"listener\" class=\"note\">" << html(note) << ".</p>\n";
@@ -1425,6 +1570,12 @@ inline std::string AdminHandler::index_page() {
     body << "<p><a href=\"" << p << "/recorder?format=html\">the kept traces</a> &middot; <a href=\"" << p
          << "/recorder?format=json\">JSON</a></p>\n"
          << Table::form(p, "recorder/start") << Table::form(p, "recorder/stop");
+
+    if (detail::g_xray_rows.load() != nullptr)  // a program with XRay (xray/xray.hpp)
+        body << "<h2>XRay: functions nobody annotated</h2>\n<p><a href=\"" << p << "/xray?format=html\">patched now</a>, and by which "
+             << "session &middot; <a href=\"" << p << "/xray?format=json\">JSON</a></p>\n<form method=\"get\" action=\"" << p
+             << "/xray\"><label>search <input type=\"text\" name=\"search\" value=\"*\"></label> <input type=\"hidden\" name=\"all\" value=\"1\">"
+             << "<input type=\"hidden\" name=\"format\" value=\"html\"> <button type=\"submit\">Search</button></form>\n";
 
     body << "<h2>Timeline: every scope with its start, for Perfetto</h2>\n<p><a href=\"" << p
          << "/timeline\">Chrome trace JSON</a> (open it in ui.perfetto.dev or chrome://tracing)</p>\n"

@@ -1,18 +1,20 @@
 // tracetree anchor: how the copies of the library in a process find its one recorder. SPDX-License-Identifier: MIT
 //
 // Every copy (the executable, each shared library or plugin that includes a tracetree header) defines
-// an anchor: an exported, weak C symbol named after the ABI (tracetree_anchor_v0_2), holding the
-// recorder's address. The dynamic linker binds every copy in the program's global scope to one anchor.
-// The copies it does not bind together (plugins loaded RTLD_LOCAL, libraries whose anchor another
-// link kept apart) meet through a walk over the loaded modules that reads each module's anchor from
-// its dynamic symbol table: a copy walks once, at its first scope that finds no recorder, and the copy
-// that starts the recorder walks to write its address into every anchor loaded so far. Both walks run while the loader's list
-// of modules is held still, so a copy loading while the recorder starts is seen by one or the other.
+// an anchor: a C symbol named after the ABI (tracetree_anchor_v0_2) holding the recorder's address,
+// and beside it an ELF note, owner "tracetree", that holds the anchor's offset from the note and the
+// ABI's name. The note is in a loaded segment that the module's program headers list, and
+// dl_iterate_phdr gives every loaded module's program headers: a copy reaches every anchor in the
+// process whatever the links export (a plain `g++ app.cpp`, plugins loaded RTLD_LOCAL, hidden
+// visibility, -Bsymbolic, a version script's `local: *`, --exclude-libs). A copy walks once, at its
+// first scope that finds no recorder, and the copy that starts the recorder walks to write its address
+// into every anchor loaded so far. Both walks run while the loader's list of modules is held still, so
+// a copy loading while the recorder starts is seen by one or the other.
 //
-// The executable's anchor is in its dynamic symbol table only when the link exports it
-// (`-Wl,--export-dynamic-symbol=tracetree_anchor_*`, which the meson dependency, pkg-config and the
-// CMake package add): without it, a plugin loaded RTLD_LOCAL cannot see an executable's recorder
-// (recorder_info().exported says so). Nothing is published outside the process: no environment, no file.
+// The anchor is also exported, weak: the dynamic linker binds the copies of the program's global scope
+// to one anchor, and those find the recorder without a walk. No link flag is needed;
+// `-Wl,--export-dynamic-symbol=tracetree_anchor_*` adds the executable's anchor to that binding and
+// changes nothing else. Nothing is published outside the process: no environment, no file.
 #ifndef TRACETREE_CORE_ANCHOR_HPP
 #define TRACETREE_CORE_ANCHOR_HPP
 
@@ -24,21 +26,59 @@
 #include <link.h>  // dl_iterate_phdr and the ELF types of a module's dynamic section
 #endif
 
-#define TRACETREE_DETAIL_ANCHOR_PREFIX tracetree_anchor_
-#define TRACETREE_DETAIL_ANCHOR TRACETREE_DETAIL_CAT(TRACETREE_DETAIL_ANCHOR_PREFIX, TRACETREE_ABI)
+#define TRACETREE_DETAIL_ANCHOR TRACETREE_DETAIL_CAT(tracetree_anchor_, TRACETREE_ABI)
 
+#if defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+// The anchor and its note in one COMDAT group: a module keeps one of each however many of its files
+// include this header. Written in assembly because C++ has no constant for the distance between two
+// objects; the note reaches the anchor through a local label, so the distance is fixed when the module
+// is linked (no run-time relocation, nothing another module can interpose).
+#if defined(__arm__)
+#define TRACETREE_DETAIL_ELF_TYPE(type) "%" #type  // '@' starts a comment in ARM assembly
+#else
+#define TRACETREE_DETAIL_ELF_TYPE(type) "@" #type
+#endif
+#define TRACETREE_DETAIL_ANCHOR_SYMBOL TRACETREE_DETAIL_STRING(TRACETREE_DETAIL_ANCHOR)
+#define TRACETREE_DETAIL_POINTER_SIZE TRACETREE_DETAIL_STRING(__SIZEOF_POINTER__)
+__asm__(".pushsection .bss." TRACETREE_DETAIL_ANCHOR_SYMBOL ",\"awG\"," TRACETREE_DETAIL_ELF_TYPE(nobits) "," TRACETREE_DETAIL_ANCHOR_SYMBOL ",comdat\n"
+        ".balign " TRACETREE_DETAIL_POINTER_SIZE "\n"
+        ".weak " TRACETREE_DETAIL_ANCHOR_SYMBOL "\n"
+        ".type " TRACETREE_DETAIL_ANCHOR_SYMBOL "," TRACETREE_DETAIL_ELF_TYPE(object) "\n"
+        ".size " TRACETREE_DETAIL_ANCHOR_SYMBOL "," TRACETREE_DETAIL_POINTER_SIZE "\n"
+        TRACETREE_DETAIL_ANCHOR_SYMBOL ":\n"
+        ".Ltracetree_anchor:\n"
+        ".zero " TRACETREE_DETAIL_POINTER_SIZE "\n"  // null: no recorder
+        ".popsection\n"
+        ".pushsection .note.tracetree,\"aG\"," TRACETREE_DETAIL_ELF_TYPE(note) "," TRACETREE_DETAIL_ANCHOR_SYMBOL ",comdat\n"
+        ".balign 4\n"
+        ".4byte 10\n"                                            // the owner's size: "tracetree" and its NUL
+        ".4byte .Ltracetree_note_end - .Ltracetree_note\n"       // the description's
+        ".4byte 1\n"                                             // the type: an anchor (kAnchorNote)
+        ".asciz \"tracetree\"\n"
+        ".balign 4\n"
+        ".Ltracetree_note:\n"
+        ".4byte .Ltracetree_anchor - .Ltracetree_note\n"         // the description: the anchor's offset,
+        ".asciz \"" TRACETREE_DETAIL_ABI_NAME "\"\n"             // and the ABI's name
+        ".Ltracetree_note_end:\n"
+        ".balign 4\n"
+        ".popsection\n");
+extern "C" {
+__attribute__((visibility("default"))) extern std::atomic<void*> TRACETREE_DETAIL_ANCHOR;  // defined above
+}
+#else
 // Weak, not `inline`: g++ would make an inline variable STB_GNU_UNIQUE, which keeps the first plugin
 // that defines it loaded for ever; weak definitions merge into one per module all the same.
 extern "C" {
 __attribute__((weak, visibility("default"))) std::atomic<void*> TRACETREE_DETAIL_ANCHOR{nullptr};
 }
+#endif
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
 
-TRACETREE_DETAIL_LOCAL inline constexpr char kAnchorPrefix[] = TRACETREE_DETAIL_STRING(TRACETREE_DETAIL_ANCHOR_PREFIX);
 TRACETREE_DETAIL_LOCAL inline constexpr char kAbiName[] = TRACETREE_DETAIL_ABI_NAME;  // "v0_2", ...
-TRACETREE_DETAIL_LOCAL inline constexpr char kAnchorName[] = TRACETREE_DETAIL_STRING(TRACETREE_DETAIL_ANCHOR);
+TRACETREE_DETAIL_LOCAL inline constexpr char kNoteOwner[] = "tracetree";  // the anchor's note, written above
+constexpr std::uint32_t kAnchorNote = 1;
 
 inline std::atomic<void*>& own_anchor() noexcept { return TRACETREE_DETAIL_ANCHOR; }
 
@@ -90,26 +130,7 @@ public:
         return found;
     }
 
-    // visit(name, address) for every defined symbol whose name starts with `prefix`.
-    template <class Visit>
-    void each(const char* prefix, Visit&& visit) const {
-        const auto consider = [&](std::uint32_t i) {
-            const ElfW(Sym)& symbol = symbols_[i];
-            const char* name = strings_ + symbol.st_name;
-            if (defined(symbol) && __builtin_strncmp(name, prefix, __builtin_strlen(prefix)) == 0)
-                visit(name, address(symbol));
-        };
-        if (gnu_hash_ != nullptr) {
-            const GnuHash table = gnu_table();
-            for (std::uint32_t bucket = 0; bucket < table.bucket_count; ++bucket)
-                for (std::uint32_t i = table.buckets[bucket]; i >= table.first && i != 0; ++i) {
-                    consider(i);
-                    if ((table.chain[i - table.first] & 1) != 0) break;
-                }
-        } else if (sysv_hash_ != nullptr) {
-            for (ElfW(Word) i = 1; i < sysv_hash_[1]; ++i) consider(i);
-        }
-    }
+    const ElfW(Phdr)* program_headers() const noexcept { return module_.dlpi_phdr; }
 
     bool contains(const void* address) const noexcept {  // in one of the module's loaded segments
         const auto at_address = reinterpret_cast<std::uintptr_t>(address);
@@ -121,7 +142,46 @@ public:
         return false;
     }
 
-    std::atomic<void*>* anchor() const noexcept { return static_cast<std::atomic<void*>*>(find(kAnchorName)); }
+    // visit(abi, anchor) for each tracetree note in the module (one per ABI its copies were built with),
+    // until it returns true.
+    template <class Visit>
+    void each_anchor(Visit&& visit) const noexcept {
+        for (ElfW(Half) i = 0; i < module_.dlpi_phnum; ++i) {
+            const ElfW(Phdr)& segment = module_.dlpi_phdr[i];
+            if (segment.p_type != PT_NOTE) continue;
+            // Each note: three 4-byte words (the owner's size, the description's, the type), then the
+            // owner and the description, each padded to the segment's alignment.
+            const std::size_t align = segment.p_align > 4 ? segment.p_align : 4;
+            const auto padded = [align](std::uint32_t size) { return (size + align - 1) & ~(align - 1); };
+            const auto* note = reinterpret_cast<const unsigned char*>(module_.dlpi_addr + segment.p_vaddr);
+            const unsigned char* const end = note + segment.p_memsz;
+            while (end - note >= 12) {
+                std::uint32_t words[3];
+                __builtin_memcpy(words, note, sizeof words);
+                const unsigned char* owner = note + 12;
+                const unsigned char* description = owner + padded(words[0]);
+                if (description > end || end - description < static_cast<std::ptrdiff_t>(padded(words[1]))) break;
+                note = description + padded(words[1]);
+                if (words[2] != kAnchorNote || words[0] != sizeof kNoteOwner || words[1] <= 4 ||
+                    __builtin_memcmp(owner, kNoteOwner, sizeof kNoteOwner) != 0 || description[words[1] - 1] != '\0')
+                    continue;
+                std::int32_t offset;
+                __builtin_memcpy(&offset, description, sizeof offset);
+                auto* anchor = reinterpret_cast<std::atomic<void*>*>(const_cast<unsigned char*>(description) + offset);
+                if (visit(reinterpret_cast<const char*>(description + 4), anchor)) return;
+            }
+        }
+    }
+
+    // This ABI's anchor in the module, or null.
+    std::atomic<void*>* anchor() const noexcept {
+        std::atomic<void*>* found = nullptr;
+        each_anchor([&](const char* abi, std::atomic<void*>* anchor) {
+            if (__builtin_strcmp(abi, kAbiName) == 0) found = anchor;
+            return found != nullptr;
+        });
+        return found;
+    }
 
 private:
     struct GnuHash {

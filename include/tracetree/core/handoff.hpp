@@ -21,6 +21,19 @@ struct GatherRef {
     std::atomic<std::uint32_t> refs{1};  // the capture's own
 };
 
+// One here() taken in a trace (in its capture or its continued work), shared by that Here's copies:
+// it holds one reference to the trace, kept while the Here may still be continued. Continued once
+// and that Continue ended (unless made for many), or its last copy gone, the Here is spent and no
+// longer holds the trace: an executor's idle copy of a finished task does not delay it.
+struct HereHold {
+    explicit HereHold(GatherRef* trace) noexcept : gather(trace) {}
+    std::atomic<std::uint32_t> refs{1};   // the Here's copies and the running Continues: this memory
+    std::atomic<std::uint32_t> keeps{1};  // 1 until spent, plus the running Continues: the reference
+    std::atomic<bool> spent{false};
+    bool many = false;  // here(for_many): only its last copy spends it
+    GatherRef* const gather;
+};
+
 // Where here() was taken. Plain data: copied with the task, valid on any thread, for ever (sites are
 // never freed), whether or not the thread that took it is still running.
 struct HandoffPath {
@@ -32,8 +45,8 @@ struct HandoffPath {
     bool valid = false;           // false: taken while not recording (or compiled out): nothing to continue
     bool fake_clock = false;      // taken on the test clock
     bool cut = false;             // the thread was deeper than kMaxDepth
-    GatherRef* gather = nullptr;  // taken inside a trace capture: the capture waits for this path's work
-    std::uint32_t gather_level = 0;  // the capture's root: sites[gather_level]
+    HereHold* hold = nullptr;  // taken inside a trace: the trace waits for this path's work
+    std::uint32_t gather_level = 0;  // the trace's root: sites[gather_level]
 };
 
 struct CoroutineState;
@@ -44,8 +57,9 @@ struct Continuation {
     NodeRecord* cur = nullptr;
     std::uint32_t cur_index = 0;
     std::uint32_t depth = 0;
-    GatherRef* gather = nullptr;  // the work goes to that capture too: recorded in a tree of its own
-    void* tree = nullptr;         // that tree (the runtime's)
+    HereHold* hold = nullptr;  // the work goes to that trace too: recorded in a tree of its own
+    void* tree = nullptr;      // that tree (the runtime's)
+    bool spends = false;       // a Continue (not a resumption): its end spends the Here
 };
 
 // A coroutine's resumption (Resumed): which coroutine, the one it was resumed inside, and what must be
@@ -85,6 +99,29 @@ inline void retain(GatherRef* gather) noexcept {
 }
 inline void release(GatherRef* gather) noexcept {
     if (gather != nullptr && gather->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) find_recorder()->gathered(*gather);
+}
+
+inline void retain(HereHold* hold) noexcept {
+    if (hold != nullptr) hold->refs.fetch_add(1, std::memory_order_relaxed);
+}
+// One keep less; the last one gives the trace its reference back.
+inline void drop_keep(HereHold& hold) noexcept {
+    if (hold.keeps.fetch_sub(1, std::memory_order_acq_rel) == 1) release(hold.gather);
+}
+// A keep for a Continue, unless the Here is spent and its trace no longer waits (maybe gone).
+inline bool take_keep(HereHold& hold) noexcept {
+    std::uint32_t keeps = hold.keeps.load(std::memory_order_relaxed);
+    while (keeps != 0)
+        if (hold.keeps.compare_exchange_weak(keeps, keeps + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
+    return false;
+}
+inline void spend(HereHold& hold) noexcept {
+    if (!hold.spent.exchange(true, std::memory_order_acq_rel)) drop_keep(hold);
+}
+inline void release(HereHold* hold) noexcept {
+    if (hold == nullptr || hold->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    spend(*hold);
+    delete hold;
 }
 
 inline Arena* recording_arena() noexcept {

@@ -19,7 +19,8 @@
 // each nested node a child span, a folded node (count > 1) one span with its count, min, max and
 // total as attributes. A node's calls have no single start, so children are laid out one after
 // another from their parent's start, each as long as its total: nesting and durations are exact, the
-// positions within a parent are not. Throw nodes become `exception` events, `throws` an error status,
+// positions within a parent are not; work a trace handed off to other threads (Node::parallel) starts
+// at its parent's start, may outlast it, and says `tracetree.parallel`. Throw nodes become `exception` events, `throws` an error status,
 // OutgoingCall's client spans children of the invocation.
 //
 // Reading order: options and statistics, the JSON, the exporter, the HTTP client; then `detail`.
@@ -358,6 +359,14 @@ inline std::size_t write_trace(std::string& out, bool& first, const Trace& trace
                 span.attributes.integer("tracetree.total_ns", nanos(node.total));
             }
             if (node.dropped != 0) span.attributes.integer("tracetree.dropped_calls", node.dropped);
+            if (node.parallel) span.attributes.boolean("tracetree.parallel", true);
+            if (node.off_cpu) {  // the thread's time off CPU within this span (below the root: at least this)
+                span.attributes.integer("tracetree.cpu.off_ns", nanos(node.off_cpu->off));
+                span.attributes.integer("tracetree.cpu.on_ns", nanos(node.total - node.off_cpu->off));
+                if (node.off_cpu->runnable) span.attributes.integer("tracetree.cpu.runnable_ns", nanos(*node.off_cpu->runnable));
+                if (node.off_cpu->at_least) span.attributes.boolean("tracetree.cpu.off_at_least", true);
+                if (node.mostly_off_cpu()) span.attributes.boolean("tracetree.cpu.mostly_off", true);
+            }
             if (root) {
                 span.attributes.string("thread.name", trace.thread_name);
                 span.attributes.integer("thread.id", trace.thread_id);
@@ -390,6 +399,10 @@ inline std::size_t write_trace(std::string& out, bool& first, const Trace& trace
                     if (child.count != 1) event.attributes.integer("tracetree.count", child.count);
                     code_attributes(event.attributes, child);
                     span.events.push_back(std::move(event));
+                    continue;
+                }
+                if (child.parallel) {  // ran on another thread meanwhile: from the parent's start, as long as it took
+                    next.push_back(Pending{&child, SpanId::random(), span.span_id, span.start, ~std::uint64_t{0}});
                     continue;
                 }
                 next.push_back(Pending{&child, SpanId::random(), span.span_id, cursor, span.end});

@@ -87,7 +87,9 @@ TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
 // Files that control tracing start the recorder before main, so that it records from the start.
 TRACETREE_DETAIL_LOCAL inline const bool g_runtime_started = [] {
     try {
-        refused();  // in every copy, also one that finds the recorder started
+        // In every copy, also one that finds the recorder started. A copy that refuses throws nothing
+        // here: in a statically linked executable, a throw from a plugin faults.
+        if (*refused() != '\0') return false;
         runtime();
         return true;
     } catch (...) {  // tried again at the first call of a control function, which then reports it
@@ -158,6 +160,7 @@ TRACETREE_DETAIL_RUNTIME_API RecorderInfo recorder_info() {
     return info;
 }
 TRACETREE_DETAIL_RUNTIME_API Profile profile() { return detail::runtime().profile(); }
+TRACETREE_DETAIL_RUNTIME_API std::vector<std::string> scope_names() { return detail::runtime().scope_names(); }
 TRACETREE_DETAIL_RUNTIME_API void reset() { detail::runtime().reset(); }
 
 TRACETREE_DETAIL_RUNTIME_API void start_timeline(std::size_t max_spans_per_thread) { detail::runtime().start_timeline(max_spans_per_thread); }
@@ -180,7 +183,8 @@ TRACETREE_DETAIL_RUNTIME_API void stop_listening_to_sessions(SessionsChanged cha
 TRACETREE_DETAIL_RUNTIME_API std::vector<InstrumentedSession> instrumented_sessions() {
     std::vector<InstrumentedSession> sessions;
     for (std::shared_ptr<const SessionState>& session : runtime().running_sessions())
-        sessions.push_back({std::shared_ptr<const Pattern>(session, &session->pattern), session->captures()});
+        sessions.push_back({std::shared_ptr<const Pattern>(session, &session->pattern), session->captures(), session->depth,
+                            session_kind_name(session->kind)});
     return sessions;
 }
 TRACETREE_DETAIL_RUNTIME_API void forget_if_moved_past(Scope& scope) noexcept { RuntimeImpl::forget_if_moved_past(scope); }

@@ -12,6 +12,7 @@
 #include "session_registry.hpp"
 #include "../values.hpp"
 
+#include <algorithm>  // std::min
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -28,9 +29,27 @@ struct Gather : GatherRef {
     std::vector<Node> parts;  // each Continue's roots (the path's first level), as it ended
 };
 
-inline Nanos fit_totals(Node& node) {  // a parent never below its children, after a graft
+// A Continue's part, before it joins the trace: what ran under its path ran beside the calls that
+// handed it off (a path's node stands for those calls), so it is marked parallel.
+inline void mark_parallel(Node& node) {
+    for (Node& child : node.children) {
+        if (node.continued && !child.continued) child.parallel = true;
+        mark_parallel(child);
+    }
+}
+
+// A trace's totals after the graft: a call's total is its wall time, without the work continued under
+// it on other threads (a further hop's path merged into it) and never below its children that ran in it.
+inline Nanos wall_totals(Node& node) {
+    if (!node.continued && node.continued_total.count() != 0) {
+        node.total -= std::min(node.total, node.continued_total);
+        node.continued_total = Nanos{0};
+    }
     Nanos children{0};
-    for (Node& child : node.children) children += fit_totals(child);
+    for (Node& child : node.children) {
+        const Nanos total = wall_totals(child);
+        if (!child.parallel) children += total;
+    }
     if (node.kind == NodeKind::call && node.total < children) node.total = children;
     return node.total;
 }

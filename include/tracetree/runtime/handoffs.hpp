@@ -103,7 +103,13 @@ public:
             const InternedSite& known = interned(site);  // a path continued here is the original's
             path.sites[--at] = known.continues != nullptr ? known.continues : &known;
         });
-        if ((state.capture_depth != 0 || state.capture_waits()) && !path.cut) gather_into(state, path);
+        if (state.capture_depth != 0 || state.capture_waits()) {
+            if (!path.cut) gather_into(state, path);
+        } else if (state.continuing != nullptr && state.continuing_level < path.depth) {
+            // In a trace's continued work, entered from the same path's shadows: the trace's root is
+            // at the same level, and the next hop's work is grafted under it as this one's is.
+            link(path, state.continuing, state.continuing_level);
+        }
         path.thread_id = state.id;
         path.fake_clock = clock_.is_test(std::memory_order_relaxed);
         path.tick = clock_.now(path.fake_clock);
@@ -113,6 +119,7 @@ public:
     // Continue: the path entered in this thread's tree, the queue wait counted; false: nothing entered.
     bool enter(ThreadState& state, const HandoffPath& path, Continuation& saved) noexcept {
         if (!enter_path(state, path, saved)) return false;
+        saved.spends = saved.hold != nullptr && !saved.hold->many;
         count_wait(state, queued_, "[queued]", path.tick, path.fake_clock);
         return true;
     }
@@ -250,11 +257,12 @@ public:
         Arena& arena = *saved.arena;
         ThreadState& state = ThreadState::of(arena);
         std::unique_ptr<Tree> own(static_cast<Tree*>(saved.tree));
-        if (state.retired.load()) return release(saved.gather);
+        if (state.retired.load()) return let_go(saved);
         if (own) {  // the trace's copy, then into the thread's tree as if recorded there
-            auto& gather = static_cast<Gather&>(*saved.gather);
+            auto& gather = static_cast<Gather&>(*saved.hold->gather);
             try {
                 std::vector<Node> roots = to_values(*own, clock_.ns_per_tick(), &own->messages, nullptr, state.thread_name());
+                for (Node& root : roots) mark_parallel(root);
                 ForkGate::Locked lock(gate, gather.mutex, state.id);
                 merge_all(gather.parts, roots);  // a coroutine's many resumptions: one part
             } catch (...) {  // out of memory: the trace goes without this part
@@ -262,11 +270,12 @@ public:
             own->fold_into(arena, *state.main, 0, state.mutex);
             state.current = state.main.get();
             state.point_at(*state.main, saved.cur_index);
+            state.continuing = nullptr;
         }
         arena.cur = saved.cur;
         arena.cur_index = saved.cur_index;
         arena.depth = saved.depth;
-        release(saved.gather);  // last: it may deliver the trace, whose callbacks may record here
+        let_go(saved);  // last: it may deliver the trace, whose callbacks may record here
     }
 
     // The last reference to a gathered capture is gone: its trace with the continued work grafted
@@ -274,7 +283,7 @@ public:
     static bool finish(Gather& gather) {
         if (!gather.wanted) return false;
         for (const Node& part : gather.parts) graft(gather.trace, part, gather.level);
-        fit_totals(gather.trace.root);
+        wall_totals(gather.trace.root);
         return true;
     }
 
@@ -294,12 +303,18 @@ private:
         saved.cur = arena.cur;
         saved.cur_index = arena.cur_index;
         saved.depth = arena.depth;
-        Tree* own = path.gather != nullptr ? gather_tree(state) : nullptr;  // for the trace it came from
+        // For the trace it came from, unless that Here is spent (the trace may be gone).
+        HereHold* hold = path.hold != nullptr && take_keep(*path.hold) ? path.hold : nullptr;
+        Tree* own = hold != nullptr ? gather_tree(state) : nullptr;
         if (own != nullptr) {
-            retain(path.gather);
-            saved.gather = path.gather;
+            retain(hold);
+            saved.hold = hold;
             saved.tree = own;
             state.current = own;
+            state.continuing = hold->gather;
+            state.continuing_level = path.gather_level;
+        } else if (hold != nullptr) {
+            drop_keep(*hold);
         }
         state.point_at(*state.current, 0);
         arena.depth = 0;
@@ -353,9 +368,22 @@ private:
             capture.gather = made;
         }
         if (static_cast<Gather*>(capture.gather)->level != path.depth - inside) return;
-        retain(capture.gather);
-        path.gather = capture.gather;
-        path.gather_level = path.depth - inside;
+        link(path, capture.gather, path.depth - inside);
+    }
+    // The path holds the trace back (a HereHold of its own, with one reference to the trace).
+    static void link(HandoffPath& path, GatherRef* gather, std::uint32_t level) noexcept {
+        path.hold = new (std::nothrow) HereHold(gather);
+        if (path.hold == nullptr) return;  // out of memory: the work is recorded, not traced
+        retain(gather);
+        path.gather_level = level;
+    }
+    // A Continue's (or a resumption's) end: its keep given back, the Here spent if it was a Continue's.
+    static void let_go(Continuation& saved) noexcept {
+        HereHold* hold = std::exchange(saved.hold, nullptr);
+        if (hold == nullptr) return;
+        if (saved.spends) spend(*hold);
+        drop_keep(*hold);
+        release(hold);
     }
     // A tree for a Continue whose work a trace waits for; null when out of memory or over the budget.
     Tree* gather_tree(ThreadState& state) noexcept {

@@ -21,6 +21,7 @@
 #include <cxxabi.h>   // __cxa_get_globals (exceptions in flight), __cxa_demangle
 #include <dlfcn.h>    // dladdr, dlopen: the recorder's module
 #include <stdlib.h>   // free
+#include <sys/auxv.h>  // getauxval: the executable's program headers
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
@@ -55,15 +56,16 @@ inline std::optional<std::string> what(void* object, const std::type_info* type)
     return std::nullopt;
 }
 
-// Recorders of other versions or standard-library ABIs (anchors with another name) into `result`,
-// and whether an exported anchor holds `mine`.
+// Recorders of other versions or standard-library ABIs (anchors of another ABI) into `result`, and
+// whether an anchor that copies loaded later can reach holds `mine`.
 inline void find_anchors(const void* mine, RecorderInfo& result) {
     std::vector<std::pair<std::string, const void*>> seen;
     walk_modules([&](const ModuleSymbols& module) {
-        module.each(kAnchorPrefix, [&](const char* name, void* address) {
-            const void* recorder = static_cast<std::atomic<void*>*>(address)->load(std::memory_order_acquire);
+        module.each_anchor([&](const char* abi, std::atomic<void*>* anchor) {
+            const void* recorder = anchor->load(std::memory_order_acquire);
             if (recorder == mine) result.exported = true;
-            else if (recorder != nullptr) seen.emplace_back(name + sizeof kAnchorPrefix - 1, recorder);
+            else if (recorder != nullptr) seen.emplace_back(abi, recorder);
+            return false;
         });
         return false;
     });
@@ -78,20 +80,30 @@ inline std::string module_of(void* code) {
     return dladdr(code, &where) != 0 && where.dli_fname != nullptr ? where.dli_fname : "";
 }
 // Why this copy must not run a recorder, or empty. A copy loaded by dlmopen() into a link-map namespace
-// of its own has that namespace's C library: the program's fork() never runs the fork handlers it
-// installs (a child could wait for ever on a lock another thread held), and it cannot see the modules,
-// anchors or listener of the program's namespace (it would start a second recorder).
+// of its own, or by dlopen() in a statically linked executable, has a C library of its own: the
+// program's fork() never runs the fork handlers it installs (a child could wait for ever on a lock
+// another thread held), and its loader lists neither the program nor its other modules, so it cannot
+// reach their anchors or listener (it would start a second recorder beside theirs).
 inline std::string foreign_namespace() {
     Dl_info where{};
     void* module = nullptr;  // its link_map, which glibc's dlinfo() takes as a handle
     Lmid_t space = LM_ID_BASE;
-    if (dladdr1(&g_anchor_walked, &where, &module, RTLD_DL_LINKMAP) == 0 || module == nullptr ||
-        dlinfo(module, RTLD_DI_LMID, &space) != 0 || space == LM_ID_BASE)
-        return "";
-    return std::string("tracetree: ") + (where.dli_fname != nullptr ? where.dli_fname : "a module") +
-           " was loaded by dlmopen() into link-map namespace " + std::to_string(space) +
-           ", whose fork handlers the program's fork() does not run: its copy of tracetree records nothing and "
-           "starts no listener (load it with dlopen() to record its scopes)";
+    const bool found = dladdr1(&g_anchor_walked, &where, &module, RTLD_DL_LINKMAP) != 0;
+    const std::string name = found && where.dli_fname != nullptr ? where.dli_fname : "a module";
+    if (found && module != nullptr && dlinfo(module, RTLD_DI_LMID, &space) == 0 && space != LM_ID_BASE)
+        return "tracetree: " + name + " was loaded by dlmopen() into link-map namespace " + std::to_string(space) +
+               ", whose fork handlers the program's fork() does not run: its copy of tracetree records nothing and "
+               "starts no listener (load it with dlopen() to record its scopes)";
+    // The executable's program headers, as the kernel gave them, are among the modules every copy of
+    // the program's own loader lists.
+    const auto* program = reinterpret_cast<const ElfW(Phdr)*>(getauxval(AT_PHDR));
+    bool listed = false;
+    walk_modules([&](const ModuleSymbols& listed_module) { return listed = listed_module.program_headers() == program; });
+    if (listed || program == nullptr) return "";
+    return "tracetree: " + name +
+           " was loaded by dlopen() into a statically linked executable, whose fork handlers and modules its "
+           "copy of tracetree cannot reach: it records nothing and starts no listener (link the executable "
+           "dynamically to record its scopes)";
 }
 
 // Keeps the module of `code` loaded for ever.

@@ -120,8 +120,9 @@ public:
         // The capture waits for the first thing recorded under the scope, so that an invocation with
         // nothing below it costs the checks only; not when values are kept (by node of the capture's
         // tree, or of the frame's node).
+        // Nor where the thread CPU clock measures off-CPU time: it must be read at the scope's start.
         const bool defer = captured != 0 && framed == 0 && !state.captures[state.capture_depth].values &&
-                           (arena.values & kValuesOfAll) == 0;
+                           (arena.values & kValuesOfAll) == 0 && state.cpu.source() != CpuSource::thread_clock;
         if (captured != 0 && !defer) {
             state.enter_capture();
             slow |= Scope::kCaptureRoot;
@@ -141,7 +142,10 @@ public:
             // sessions' min_cost. Run-time names stay here.
             if (site != nullptr) state.defer_in_header(info, epoch);
         }
-        if (framed != 0 && state.push_frame(info, node, framed)) slow |= Scope::kFrame;
+        if (framed != 0) {
+            const std::uintptr_t boundary = t_scope_entry_sp != 0 ? t_scope_entry_sp : reinterpret_cast<std::uintptr_t>(&scope);
+            if (state.push_frame(info, node, framed, boundary)) slow |= Scope::kFrame;
+        }
         if ((flags & kSlow) != 0) {  // a test clock or the timeline
             if (clock_.is_test(std::memory_order_relaxed)) slow |= Scope::kFakeClock;
             if (threads_.timeline_on()) {
@@ -324,6 +328,7 @@ public:
 
     double ns_per_tick() const noexcept { return clock_.ns_per_tick(); }
     Profile profile() { return threads_.profile(); }
+    std::vector<std::string> scope_names() { return sites_.match_names(); }
     void reset() { threads_.reset(); }
     void set_flag(std::uint8_t flag, bool on) { threads_.set_flag(flag, on); }
     bool enabled() { return threads_.enabled(); }
@@ -358,6 +363,8 @@ public:
         result.dropped_names = sites_.dropped_names();
         result.throw_hook = throw_hook_.empty();
         result.throw_hook_note = throw_hook_;
+        result.cpu_time_source = cpu_source_name(cpu_sources().last());
+        result.cpu_time_note = cpu_sources().note();
         find_anchors(static_cast<const Recorder*>(this), result);
         return result;
     }
@@ -400,6 +407,8 @@ private:
         try {
             if (deliverable && wanted(capture, elapsed)) {  // cheap invocations skip building values
                 const Nanos cost = to_nanos(elapsed, clock_.ns_per_tick());
+                std::optional<OffCpu> off_cpu;  // first: the interval ends now, not after the values are built
+                if (!clock_.is_test(std::memory_order_relaxed)) off_cpu = measure_off_cpu(state.cpu, capture, cost);
                 std::vector<Node> roots;
                 {
                     std::lock_guard<std::mutex> lock(state.mutex);
@@ -409,6 +418,7 @@ private:
                     Trace trace;
                     trace.start = started_at(cost);
                     trace.root = std::move(roots.front());
+                    if (off_cpu) mark_off_cpu(trace.root, *off_cpu);
                     state.header(trace.thread_name, trace.thread_id, trace.fields);
                     if (gather != nullptr) {  // delivered when the work it handed off is done
                         ForkGate::Locked lock(handoffs_.gate, gather->mutex, state.id);
@@ -427,6 +437,41 @@ private:
         release(gather);
     }
 
+    // How much of the `cost` that just ended the thread spent off CPU; none when that cannot be known.
+    static std::optional<OffCpu> measure_off_cpu(const ThreadCpu& cpu, const Capture& capture, Nanos cost) noexcept {
+        const std::int64_t end = monotonic_ns();
+        OffCpuTime time;
+        if (cpu.source() == CpuSource::switches) {
+            if (!cpu.off_cpu(end - cost.count(), end, time)) return std::nullopt;
+        } else {
+            const std::int64_t used = cpu.source() == CpuSource::thread_clock && capture.cpu_at_start >= 0 ? thread_cpu_ns() : -1;
+            if (used < 0) return std::nullopt;
+            // Since the capture started recording; before that (a deferred capture) counts as on CPU.
+            time.off_ns = (end - capture.monotonic_at_start) - (used - capture.cpu_at_start);
+        }
+        OffCpu off;
+        off.off = Nanos(std::min(std::max<std::int64_t>(time.off_ns, 0), cost.count()));
+        if (time.runnable_known) off.runnable = std::min(Nanos(std::max<std::int64_t>(time.runnable_ns, 0)), off.off);
+        return off;
+    }
+
+    // The root's measured off-CPU time; below it, each call that must have been off CPU for part of its
+    // total, as it ran longer than the root ran on CPU.
+    static void mark_off_cpu(Node& root, const OffCpu& off) {
+        root.off_cpu = off;
+        const Nanos on = root.total - off.off;
+        std::vector<Node*> todo{&root};
+        while (!todo.empty()) {
+            Node* node = todo.back();
+            todo.pop_back();
+            for (Node& child : node->children) {
+                if (child.kind != NodeKind::call) continue;
+                if (child.total > on) child.off_cpu = OffCpu{child.total - on, std::nullopt, true};
+                todo.push_back(&child);
+            }
+        }
+    }
+
     void pop_frame(ThreadState& state, std::uint64_t elapsed, bool threw) noexcept {
         Frame& frame = state.pop_frame();
         const Nanos cost = to_nanos(elapsed, clock_.ns_per_tick());
@@ -441,6 +486,7 @@ private:
                             const InternedSite& s = interned(site);
                             stack.frames.push_back(StackFrame{s.name, s.file, s.line});
                         }
+                        stack.callers = name_stack(frame.pcs, stack.frames);
                     });
                     break;
                 case SessionKind::watch:
@@ -489,6 +535,7 @@ private:
         chunks_.unlock();
         sites_.unlock();
         if (self != nullptr) self->mutex.unlock();
+        if (child && self != nullptr) self->cpu.close();  // the parent thread's switches: opened again when needed
         threads_.unlock_after_fork(child, self);
         sessions_.unlock_after_fork(child);
         handoffs_.gate.open(child);

@@ -8,8 +8,10 @@
 #define TRACETREE_RUNTIME_THREAD_STATE_HPP
 
 #include "clock.hpp"
+#include "cpu_time.hpp"
 #include "session_registry.hpp"
 #include "sites.hpp"
+#include "stack.hpp"
 #include "tree.hpp"
 
 #include <algorithm>  // std::find_if, std::min, std::copy
@@ -39,6 +41,9 @@ struct Capture {  // one invocation being recorded for trace sessions, on its ow
     std::uint8_t outer_values = 0;     // the arena's wish for values before this capture
     const NodeRecord* deferred_from = nullptr;  // started late (begin()): its scope's node in `outer`
     GatherRef* gather = nullptr;  // here() was taken inside it: delivered when that work is done (gather.hpp)
+    // The thread CPU clock source only (cpu_time.hpp): the thread's CPU time and the monotonic clock
+    // when the capture started recording.
+    std::int64_t cpu_at_start = -1, monotonic_at_start = 0;
 };
 
 // A scope watched by stack, watch or monitor sessions, while it runs.
@@ -49,6 +54,7 @@ struct Frame {
     std::uint32_t sessions_epoch = 0;
     std::vector<std::shared_ptr<SessionState>> sessions;  // kept after the scope: reused while the same
     std::vector<const SiteInfo*> chain;  // stack sessions: the open scopes at its start, innermost first
+    std::vector<std::uintptr_t> pcs;     // stack sessions: the machine stack at its start (stack.hpp)
     std::vector<std::pair<std::string, std::string>> values;  // watch sessions: its TRACETREE_WATCH values
     std::uint8_t outer_values = 0;
     const NodeRecord* outer_value_node = nullptr;
@@ -109,6 +115,11 @@ public:
     std::vector<std::pair<std::string, std::string>> annotations;
     std::uint32_t timeline_depth = 0;
     CoroutineState* coroutine = nullptr;  // the coroutine a Resumed runs here now (coroutine.hpp)
+    // The trace whose continued work this thread records now (in a tree of its own, handoffs.hpp), and
+    // its root's level in the paths: here() links to it, so that each further hop is traced too.
+    GatherRef* continuing = nullptr;
+    std::uint32_t continuing_level = 0;
+    ThreadCpu cpu;  // where its captures' off-CPU time comes from
 
     bool reset_pending() const noexcept { return reset_requested.load() != reset_done_.load(); }
     // The depth limit reads 0 while the slow path must see every scope; re-checked after the store so
@@ -276,6 +287,7 @@ public:
                 if (!capture.tree) return false;
                 capture.root = root;
             }
+            cpu.open();  // once per thread, before its first capture starts: the switches are recorded from now
             return true;
         } catch (...) {  // out of memory: record the scope without a capture
             return false;
@@ -290,6 +302,11 @@ public:
         capture.outer_cur_index = arena.cur_index;
         capture.outer_values = arena.values;
         capture.deferred_from = nullptr;
+        capture.cpu_at_start = -1;
+        if (cpu.source() == CpuSource::thread_clock) {  // two system calls: only where the switches were refused
+            capture.cpu_at_start = thread_cpu_ns();
+            capture.monotonic_at_start = monotonic_ns();
+        }
         ++capture_depth;
         capturing |= capture.mask;
         current = capture.tree.get();
@@ -376,7 +393,8 @@ public:
     }
 
     // Starts watching this invocation for stack, watch and monitor sessions; false when it cannot.
-    bool push_frame(const SiteInfo* site, const NodeRecord* node, std::uint32_t mask) noexcept {
+    // `boundary`: the machine frames at or below it are tracetree's own (stack.hpp).
+    bool push_frame(const SiteInfo* site, const NodeRecord* node, std::uint32_t mask, std::uintptr_t boundary) noexcept {
         try {
             if (frame_depth_ == frames_.size()) frames_.emplace_back();
             Frame& frame = frames_[frame_depth_];
@@ -394,7 +412,10 @@ public:
                 frame.mask = mask;
                 frame.sessions_epoch = sessions_epoch_;
             }
-            if (frame.chain_wanted) collect_chain(frame.chain);
+            if (frame.chain_wanted) {
+                collect_chain(frame.chain);
+                unwind_stack(boundary, frame.pcs);
+            }
             frame.outer_values = arena.values;
             frame.outer_value_node = arena.value_node;
             if (frame.watch) {
@@ -433,6 +454,7 @@ public:
         restore_depth_limit();
         spare_trees_.clear();
         current = nullptr;
+        cpu.close();
     }
 
 private:
