@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <sys/syscall.h>  // SYS_gettid: the OS thread id the answers show
+#include <unistd.h>
 
 bool admin_second_tu_handles(const char* target);  // second_tu.cpp
 
@@ -69,6 +71,8 @@ std::string header(const AdminResponse& response, const std::string& name) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string own_tid() { return std::to_string(syscall(SYS_gettid)); }
 
 // A call that waits, on its own thread.
 struct Call {
@@ -130,6 +134,8 @@ TEST_CASE("trace: Arthas text, JSON and a page, n invocations or the timeout") {
     CHECK(contains(traced.body, "`---ts="));
     CHECK(contains(traced.body, "] admin_work::work() [on CPU "));  // and how much of it off CPU (issue 41)
     CHECK(contains(traced.body, "admin_work::leaf() #"));
+    // The header names the OS thread (issue 39) after Arthas's fields: `id=` stays the recorder's number.
+    CHECK((contains(traced.body, ";tid=" + own_tid() + "\n") || contains(traced.body, ";tid=" + own_tid() + ";")));
     CHECK(contains(traced.body, "Command execution times exceed limit: 2, so command will exit. You can set it with the n= parameter.\n"));
 
     const AdminResponse json = while_waiting(handler, get("/trace?pattern=work&regex=1&format=json&timeout=60"),
@@ -142,6 +148,8 @@ TEST_CASE("trace: Arthas text, JSON and a page, n invocations or the timeout") {
     const std::string one = json.body.substr(json.body.find("{\"format\":\"tracetree\""),
                                              json.body.rfind("\n]}") - json.body.find("{\"format\":\"tracetree\""));
     CHECK(tracetree::read_trace_json(one).root.name == "admin_work::work()");
+    CHECK(std::to_string(tracetree::read_trace_json(one).os_thread_id) == own_tid());
+    CHECK(contains(json.body, ",\"tid\":" + own_tid() + ","));
 
     const AdminResponse timed_out = handler.handle(get("/trace?pattern=no_such_function&timeout=0.05&cost=2.5"));
     CHECK(timed_out.status == 200);
@@ -158,6 +166,7 @@ TEST_CASE("stack and watch, as Arthas prints them, or JSON") {
         while_waiting(handler, get("/stack?pattern=leaf&timeout=60"), [] { admin_work::work(4); });
     CHECK(stack.status == 200);
     CHECK(contains(stack.body, "    @admin_work::leaf()\n        at admin_work::work(test_admin.cpp:"));
+    CHECK((contains(stack.body, ";tid=" + own_tid() + "\n") || contains(stack.body, ";tid=" + own_tid() + ";")));
 
     const AdminResponse watch =
         while_waiting(handler, get("/watch?pattern=leaf&values=i&n=2&timeout=60"), [] {
@@ -177,6 +186,8 @@ TEST_CASE("stack and watch, as Arthas prints them, or JSON") {
     const AdminResponse stack_json =
         while_waiting(handler, get("/stack?pattern=leaf&format=json&timeout=60"), [] { admin_work::work(8); });
     CHECK(contains(stack_json.body, "\"frames\":[{\"name\":\"admin_work::leaf()\""));
+    CHECK(contains(stack_json.body, ",\"tid\":" + own_tid() + ",\"fields\":"));
+    CHECK(contains(json.body, ",\"tid\":" + own_tid() + ",\"fields\":"));  // the watch's
 }
 
 TEST_CASE("monitor: one Arthas table per interval, or JSON") {
@@ -645,6 +656,7 @@ TEST_CASE("JSON of stack, watch and monitor values (golden)") {
     stack.start = std::chrono::system_clock::time_point(std::chrono::seconds(1700000000));
     stack.thread_name = "exec-\"1\"";
     stack.thread_id = 7;
+    stack.os_thread_id = 4242;  // the watch event's is unknown: no "tid"
     stack.fields = {{"uri", "/send"}};
     stack.cost = 1500000ns;
     stack.frames = {{"a::leaf()", "a.cpp", 12}, {"a::root()", "a.cpp", 30}};
