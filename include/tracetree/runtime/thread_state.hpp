@@ -75,7 +75,7 @@ inline constexpr std::size_t kMaxValuesPerScope = 64;  // TRACETREE_WATCH values
 
 // The calling thread's id in the kernel (top -H, perf, /proc/PID/task): a system call, so read when
 // a thread joins the recorder or a forked child goes on, never per scope.
-inline std::uint32_t current_os_thread_id() noexcept { return static_cast<std::uint32_t>(syscall(SYS_gettid)); }  // TRACETREE_WATCH values kept per scope and invocation
+inline std::uint32_t current_os_thread_id() noexcept { return static_cast<std::uint32_t>(syscall(SYS_gettid)); }
 
 class ThreadState {
 public:
