@@ -233,6 +233,12 @@ TEST_CASE("profile in every format, merged or per thread; reset by POST only") {
         CHECK(response.content_type == format.type);
         CHECK(contains(response.body, format.part));
     }
+    // Per thread, each thread's header, page and flame-graph frame name its OS thread id (issue 39); the
+    // merged tree is no one thread's.
+    CHECK(contains(handler.handle(get("/profile?threads=1")).body, ";tid=" + own_tid()));
+    CHECK(contains(handler.handle(get("/profile?threads=1&format=html")).body, ";tid=" + own_tid()));
+    CHECK(contains(handler.handle(get("/profile?threads=1&format=svg")).body, " tid=" + own_tid() + "]"));
+    CHECK_FALSE(contains(handler.handle(get("/profile")).body, "tid="));
     const AdminResponse by_get = handler.handle(get("/reset"));
     CHECK(by_get.status == 405);
     CHECK(header(by_get, "Allow") == "POST");
