@@ -80,8 +80,7 @@ TEST_CASE("the XRay build's live trace finds the jar walk, and unpatches when it
     server.background_process();  // drops the entry map; the next /send to a new path walks the jar
     std::optional<tracetree::Trace> trace;
     {
-        // The jar walk is 12 calls below service(): deeper than the default depth.
-        tracetree::TraceSession session(tracetree::TraceRequest("Http11Processor::service").depth(16));
+        tracetree::TraceSession session(tracetree::TraceRequest("Http11Processor::service"));
         CHECK(sled_patched("demo::TomcatJarInputStream::getNextJarEntry()"));
         CHECK(demo::net::request(kHost, server.port(), "GET", "/send2").status == 404);
         trace = session.next(std::chrono::seconds(20));
