@@ -50,6 +50,7 @@
 
 #include "../sessions.hpp"  // the sessions that decide what is patched
 #include "../runtime/instrumentation.hpp"  // what the runtime lets instrumentation ask
+#include "../runtime/sites.hpp"            // function_name: XRay functions named as TRACETREE_FUNCTION() names them
 #include "../runtime/symbols.hpp"
 
 #include <algorithm>  // std::any_of, std::fill, std::remove
