@@ -24,7 +24,7 @@ clone=$work/clone
 tree_copy "$clone"
 cd "$clone"
 
-quick=(version.py mutate install-deps conformance)
+quick=(version.py mutate install-deps conformance house)
 # Where the others run: each builds (scripts/test's steps; demo and demo-walk in suite end-to-end).
 elsewhere=(bench consumer-test demo demo-walk fuzz load-test render-svg test)
 
@@ -60,6 +60,7 @@ run() {  # LABEL COMMAND...: runs it from the clone, its output kept for a failu
 }
 run "scripts/version.py" scripts/version.py
 grep -qxE '[0-9]+\.[0-9]+\.[0-9]+' "$work/out" || fail "scripts/version.py printed no version"
+run "scripts/house --check" scripts/house --check
 run "scripts/mutate --list" scripts/mutate --list
 grep -q '^ *1\. ' "$work/out" || fail "scripts/mutate --list listed no mutation"
 run "scripts/install-deps" scripts/install-deps
