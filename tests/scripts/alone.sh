@@ -2,7 +2,7 @@
 # Every script in scripts/ runs alone on a fresh clone (issue 43): in a copy of this tree as a clone
 # with the uncommitted changes has it (no build folders), each script's -h and --help print its usage
 # and exit 0, an unknown option exits 2 at once, and neither builds or leaves anything. Then the quick
-# ones run for real from that copy: version.py, mutate --list, install-deps, and conformance (the W3C
+# ones run for real from that copy: version.py, house --check, mutate --list, install-deps, and conformance (the W3C
 # Trace Context harness, which configures and builds build/conformance first: about 15 s of the 2-core
 # machine). The others build for minutes and run in their own steps of scripts/test; a script in
 # neither list fails here, so a new one is classified when it is added.
