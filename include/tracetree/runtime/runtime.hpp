@@ -446,7 +446,7 @@ private:
             time.off_ns = (end - capture.monotonic_at_start) - (used - capture.cpu_at_start);
         }
         OffCpu off;
-        off.off = Nanos(std::min(std::max<std::int64_t>(time.off_ns, 0), cost.count()));
+        off.off = Nanos(std::min<std::int64_t>(std::max<std::int64_t>(time.off_ns, 0), cost.count()));
         if (time.runnable_known) off.runnable = std::min(Nanos(std::max<std::int64_t>(time.runnable_ns, 0)), off.off);
         return off;
     }
