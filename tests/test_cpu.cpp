@@ -56,8 +56,12 @@ void spin_for(std::chrono::nanoseconds cpu) {
         for (int i = 0; i < 10000; ++i) sink = sink + static_cast<std::uint64_t>(i);
 }
 
+// The work in a scope of its own under the traced one: a capture starts at the first scope under the
+// traced scope, and the thread CPU clock source reads its clock there (before it, the time counts as
+// on CPU).
 void crunch(std::chrono::nanoseconds cpu) {
     TRACETREE_SCOPE("cpu.crunch");
+    TRACETREE_SCOPE("cpu.spin");
     spin_for(cpu);
 }
 

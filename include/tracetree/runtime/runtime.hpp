@@ -120,9 +120,10 @@ public:
         // The capture waits for the first thing recorded under the scope, so that an invocation with
         // nothing below it costs the checks only; not when values are kept (by node of the capture's
         // tree, or of the frame's node).
-        // Nor where the thread CPU clock measures off-CPU time: it must be read at the scope's start.
+        // Where the thread CPU clock measures off-CPU time, the clock is read when the capture starts, so
+        // a deferred capture's time before its first child counts as on CPU (mark_off_cpu's lower bound).
         const bool defer = captured != 0 && framed == 0 && !state.captures[state.capture_depth].values &&
-                           (arena.values & kValuesOfAll) == 0 && state.cpu.source() != CpuSource::thread_clock;
+                           (arena.values & kValuesOfAll) == 0;
         if (captured != 0 && !defer) {
             state.enter_capture();
             slow |= Scope::kCaptureRoot;
