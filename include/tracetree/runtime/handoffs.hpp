@@ -81,13 +81,69 @@ private:
     std::mutex closed_;
 };
 
+// here()'s records, never freed (a Here may outlive anything): chunks made as needed, and a free list
+// that any thread pushes to and pops from. Its head is an index and a count of changes, so that a pop
+// that read a record another thread has since taken and given back fails instead of linking it wrong.
+class HandoffRecords {
+public:
+    HandoffRecord* take() noexcept {
+        std::uint64_t head = free_.load(std::memory_order_acquire);
+        while (index_of(head) != 0) {
+            HandoffRecord& top = at(index_of(head));
+            const std::uint64_t next = top.next.load(std::memory_order_relaxed) | next_count(head);
+            if (free_.compare_exchange_weak(head, next, std::memory_order_acquire, std::memory_order_acquire)) {
+                top.refs.store(1, std::memory_order_relaxed);
+                top.path = HandoffPath{};
+                return &top;
+            }
+        }
+        return grow();
+    }
+    void give_back(HandoffRecord& record) noexcept {
+        std::uint64_t head = free_.load(std::memory_order_relaxed);
+        do record.next.store(index_of(head), std::memory_order_relaxed);
+        while (!free_.compare_exchange_weak(head, record.index | next_count(head), std::memory_order_release,
+                                            std::memory_order_relaxed));
+    }
+
+private:
+    static constexpr std::uint32_t kChunk = 256;       // records made at a time
+    static constexpr std::uint32_t kMaxChunks = 4096;  // a million Heres alive at once; past that, empty ones
+    static std::uint32_t index_of(std::uint64_t head) noexcept { return static_cast<std::uint32_t>(head); }
+    static std::uint64_t next_count(std::uint64_t head) noexcept { return ((head >> 32) + 1) << 32; }
+    HandoffRecord& at(std::uint32_t index) noexcept {
+        return chunks_[(index - 1) / kChunk].load(std::memory_order_acquire)[(index - 1) % kChunk];
+    }
+    // A chunk: its first record taken, the others given back (where the next take finds them).
+    HandoffRecord* grow() noexcept {
+        if (made_.load(std::memory_order_relaxed) >= kMaxChunks) return nullptr;
+        const std::uint32_t number = made_.fetch_add(1, std::memory_order_relaxed);
+        if (number >= kMaxChunks) return nullptr;
+        auto* chunk = new (std::nothrow) HandoffRecord[kChunk];
+        if (chunk == nullptr) return nullptr;  // out of memory: this chunk's number stays unused
+        for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].index = number * kChunk + i + 1;
+        chunks_[number].store(chunk, std::memory_order_release);
+        for (std::uint32_t i = 1; i < kChunk; ++i) give_back(chunk[i]);
+        return chunk;
+    }
+    std::atomic<std::uint64_t> free_{0};  // the free list's first index (low half) and its changes (high half)
+    std::atomic<std::uint32_t> made_{0};
+    std::atomic<HandoffRecord*> chunks_[kMaxChunks] = {};
+};
+
 class Handoffs {
 public:
     Handoffs(const Clock& clock, SiteTable& sites, ChunkPool& chunks) : clock_(clock), sites_(sites), chunks_(chunks) {}
 
-    // here(): the thread's open scopes (the outermost kMaxDepth of them) and the time.
-    void capture(ThreadState& state, HandoffPath& path) noexcept {
-        if (state.retired.load()) return;
+    // here(): the thread's open scopes (the outermost kMaxDepth of them) and the time, in a record.
+    HandoffRecord* capture(ThreadState& state) noexcept {
+        if (state.retired.load()) return nullptr;
+        HandoffRecord* record = records_.take();
+        if (record == nullptr) {  // out of memory: a hand-off not recorded
+            state.drop(1);
+            return nullptr;
+        }
+        HandoffPath& path = record->path;
         // The outermost levels are kept: counted first, then the innermost ones past the limit skipped.
         std::uint32_t open = 0;
         state.open_scopes([&](const SiteInfo*) { ++open; });
@@ -114,6 +170,12 @@ public:
         path.fake_clock = clock_.is_test(std::memory_order_relaxed);
         path.tick = clock_.now(path.fake_clock);
         path.valid = true;
+        return record;
+    }
+    // The last Here of a record is gone: the trace it was taken in no longer waits for it.
+    void recycle(HandoffRecord& record) noexcept {
+        release(std::exchange(record.path.hold, nullptr));
+        records_.give_back(record);
     }
 
     // Continue: the path entered in this thread's tree, the queue wait counted; false: nothing entered.
@@ -412,6 +474,7 @@ private:
     const Clock& clock_;
     SiteTable& sites_;
     ChunkPool& chunks_;
+    HandoffRecords records_;
     std::atomic<const InternedSite*> queued_{nullptr};     // the `[queued]` node's site
     std::atomic<const InternedSite*> suspended_{nullptr};  // the `[suspended]` node's site
 };

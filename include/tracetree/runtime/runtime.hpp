@@ -234,7 +234,8 @@ public:
 
     // ---- hand-offs (handoff.hpp) ----
 
-    void capture_here(Arena& arena, HandoffPath& path) noexcept override { handoffs_.capture(ThreadState::of(arena), path); }
+    HandoffRecord* capture_here(Arena& arena) noexcept override { return handoffs_.capture(ThreadState::of(arena)); }
+    void recycle(HandoffRecord& record) noexcept override { handoffs_.recycle(record); }
     bool continue_at(Arena& arena, const HandoffPath& path, Continuation& saved) noexcept override {
         return handoffs_.enter(ThreadState::of(arena), path, saved);
     }
