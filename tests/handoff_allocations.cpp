@@ -131,6 +131,10 @@ long hand_off(Worker& worker, long* done, int times) {
 }  // namespace
 
 int main() {
+    g_counting.store(true);
+    ::operator delete(::operator new(sizeof(long)));  // a call, not a new-expression: never elided
+    g_counting.store(false);
+    check(g_allocations.load() == 1, "the count sees an allocation");
     check(sizeof(tracetree::Here) == sizeof(void*), "a Here is one pointer");
     long done = 0;
     {

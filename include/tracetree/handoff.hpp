@@ -132,7 +132,7 @@ template <class Task>
 class Wrapped {
 public:
     template <class From>
-    Wrapped(const Here& here, From&& task) : here_(here), task_(std::forward<From>(task)) {}
+    Wrapped(Here&& here, From&& task) : here_(std::move(here)), task_(std::forward<From>(task)) {}
     template <class... Arguments>
     decltype(auto) operator()(Arguments&&... arguments) {
         Continue on(here_);
@@ -146,9 +146,10 @@ private:
 }  // namespace detail
 
 // `task`, to run on another thread as if where `here` was taken: for executors and thread pools.
+// (`here` by value: wrap(here(), task) moves it, no count to change.)
 template <class Task>
-detail::Wrapped<std::decay_t<Task>> wrap(const Here& here, Task&& task) {
-    return {here, std::forward<Task>(task)};
+detail::Wrapped<std::decay_t<Task>> wrap(Here here, Task&& task) {
+    return {std::move(here), std::forward<Task>(task)};
 }
 
 TRACETREE_END_NAMESPACE

@@ -115,8 +115,11 @@ inline void release(GatherRef* gather) noexcept {
 inline void retain(HandoffRecord* record) noexcept {
     if (record != nullptr) record->refs.fetch_add(1, std::memory_order_relaxed);
 }
+// The only reference needs no atomic decrement: no other thread can copy from it meanwhile.
 inline void release(HandoffRecord* record) noexcept {
-    if (record != nullptr && record->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) find_recorder()->recycle(*record);
+    if (record == nullptr) return;
+    if (record->refs.load(std::memory_order_acquire) == 1 || record->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        find_recorder()->recycle(tls_arena(), *record);
 }
 
 inline void retain(HereHold* hold) noexcept {

@@ -404,7 +404,7 @@ public:
     virtual void value(Arena& arena, const char* name, void (*print)(std::ostream&, const void*), const void* object) noexcept = 0;
     // Hand-offs (core/handoff.hpp): where this thread is; continuing there on this thread, and back.
     virtual HandoffRecord* capture_here(Arena& arena) noexcept = 0;  // null: nothing to continue
-    virtual void recycle(HandoffRecord& record) noexcept = 0;  // its last Here is gone
+    virtual void recycle(Arena* arena, HandoffRecord& record) noexcept = 0;  // its last Here is gone, on arena's thread
     virtual bool continue_at(Arena& arena, const HandoffPath& path, Continuation& saved) noexcept = 0;
     virtual void end_continue(Continuation& saved) noexcept = 0;
     virtual void gathered(GatherRef& gather) noexcept = 0;  // the last reference is gone: deliver

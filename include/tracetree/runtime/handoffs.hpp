@@ -81,52 +81,67 @@ private:
     std::mutex closed_;
 };
 
-// here()'s records, never freed (a Here may outlive anything): chunks made as needed, and a free list
-// that any thread pushes to and pops from. Its head is an index and a count of changes, so that a pop
-// that read a record another thread has since taken and given back fails instead of linking it wrong.
+// here()'s records, never freed (a Here may outlive anything): chunks made as needed. Each thread keeps
+// a list of its own, taken from and given back to without atomics; a record let go on a thread whose
+// list is long enough goes to the shared list instead, which a thread whose own list is empty takes
+// whole. With no pop of one record from a shared list, a record taken and given back meanwhile cannot
+// corrupt it (ABA).
 class HandoffRecords {
 public:
-    HandoffRecord* take() noexcept {
-        std::uint64_t head = free_.load(std::memory_order_acquire);
-        while (index_of(head) != 0) {
-            HandoffRecord& top = at(index_of(head));
-            const std::uint64_t next = top.next.load(std::memory_order_relaxed) | next_count(head);
-            if (free_.compare_exchange_weak(head, next, std::memory_order_acquire, std::memory_order_acquire)) {
-                top.refs.store(1, std::memory_order_relaxed);
-                top.path = HandoffPath{};
-                return &top;
-            }
-        }
-        return grow();
+    HandoffRecord* take(ThreadState& state) noexcept {
+        std::uint32_t& spare = state.spare_handoffs;
+        if (spare == 0) spare = free_.exchange(0, std::memory_order_acquire);
+        if (spare == 0) return grow(spare);
+        HandoffRecord& record = at(spare);
+        spare = record.next.load(std::memory_order_relaxed);
+        if (state.spares_given != 0) --state.spares_given;
+        record.refs.store(1, std::memory_order_relaxed);
+        return &record;
     }
-    void give_back(HandoffRecord& record) noexcept {
-        std::uint64_t head = free_.load(std::memory_order_relaxed);
-        do record.next.store(index_of(head), std::memory_order_relaxed);
-        while (!free_.compare_exchange_weak(head, record.index | next_count(head), std::memory_order_release,
-                                            std::memory_order_relaxed));
+    // Let go on the thread of `state` (null: one that does not record, or an exiting one).
+    void give_back(ThreadState* state, HandoffRecord& record) noexcept {
+        if (state != nullptr && !state->retired.load(std::memory_order_relaxed) && state->spares_given < kKept) {
+            ++state->spares_given;
+            record.next.store(state->spare_handoffs, std::memory_order_relaxed);
+            state->spare_handoffs = record.index;
+            return;
+        }
+        std::uint32_t head = free_.load(std::memory_order_relaxed);
+        do record.next.store(head, std::memory_order_relaxed);
+        while (!free_.compare_exchange_weak(head, record.index, std::memory_order_release, std::memory_order_relaxed));
+    }
+    void exiting(ThreadState& state) noexcept {  // the thread's list to the shared one
+        while (state.spare_handoffs != 0) {
+            HandoffRecord& record = at(state.spare_handoffs);
+            state.spare_handoffs = record.next.load(std::memory_order_relaxed);
+            give_back(nullptr, record);
+        }
+        state.spares_given = 0;
     }
 
 private:
     static constexpr std::uint32_t kChunk = 256;       // records made at a time
     static constexpr std::uint32_t kMaxChunks = 4096;  // a million Heres alive at once; past that, empty ones
-    static std::uint32_t index_of(std::uint64_t head) noexcept { return static_cast<std::uint32_t>(head); }
-    static std::uint64_t next_count(std::uint64_t head) noexcept { return ((head >> 32) + 1) << 32; }
+    static constexpr std::uint32_t kKept = 64;         // records a thread gives back to itself, above those it took
     HandoffRecord& at(std::uint32_t index) noexcept {
         return chunks_[(index - 1) / kChunk].load(std::memory_order_acquire)[(index - 1) % kChunk];
     }
-    // A chunk: its first record taken, the others given back (where the next take finds them).
-    HandoffRecord* grow() noexcept {
+    // A chunk: its first record taken, the others the thread's list.
+    HandoffRecord* grow(std::uint32_t& spare) noexcept {
         if (made_.load(std::memory_order_relaxed) >= kMaxChunks) return nullptr;
         const std::uint32_t number = made_.fetch_add(1, std::memory_order_relaxed);
         if (number >= kMaxChunks) return nullptr;
         auto* chunk = new (std::nothrow) HandoffRecord[kChunk];
         if (chunk == nullptr) return nullptr;  // out of memory: this chunk's number stays unused
-        for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].index = number * kChunk + i + 1;
+        for (std::uint32_t i = 0; i < kChunk; ++i) {
+            chunk[i].index = number * kChunk + i + 1;
+            chunk[i].next.store(i + 1 < kChunk ? chunk[i].index + 1 : 0, std::memory_order_relaxed);
+        }
         chunks_[number].store(chunk, std::memory_order_release);
-        for (std::uint32_t i = 1; i < kChunk; ++i) give_back(chunk[i]);
+        spare = chunk[1].index;
         return chunk;
     }
-    std::atomic<std::uint64_t> free_{0};  // the free list's first index (low half) and its changes (high half)
+    std::atomic<std::uint32_t> free_{0};  // the shared list's first index (0: empty)
     std::atomic<std::uint32_t> made_{0};
     std::atomic<HandoffRecord*> chunks_[kMaxChunks] = {};
 };
@@ -138,7 +153,7 @@ public:
     // here(): the thread's open scopes (the outermost kMaxDepth of them) and the time, in a record.
     HandoffRecord* capture(ThreadState& state) noexcept {
         if (state.retired.load()) return nullptr;
-        HandoffRecord* record = records_.take();
+        HandoffRecord* record = records_.take(state);
         if (record == nullptr) {  // out of memory: a hand-off not recorded
             state.drop(1);
             return nullptr;
@@ -172,11 +187,13 @@ public:
         path.valid = true;
         return record;
     }
-    // The last Here of a record is gone: the trace it was taken in no longer waits for it.
-    void recycle(HandoffRecord& record) noexcept {
+    // The last Here of a record is gone: the trace it was taken in no longer waits for it. (capture()
+    // sets every other field that a Continue reads.)
+    void recycle(ThreadState* state, HandoffRecord& record) noexcept {
         release(std::exchange(record.path.hold, nullptr));
-        records_.give_back(record);
+        records_.give_back(state, record);
     }
+    void exiting(ThreadState& state) noexcept { records_.exiting(state); }
 
     // Continue: the path entered in this thread's tree, the queue wait counted; false: nothing entered.
     bool enter(ThreadState& state, const HandoffPath& path, Continuation& saved) noexcept {
