@@ -43,7 +43,9 @@ public:
           admin_setting_(environment("TRACETREE_ADMIN")) {
         if (pthread_key_create(&thread_key_, [](void* state) {
                 auto* thread = static_cast<ThreadState*>(state);
-                static_cast<RuntimeImpl*>(thread->arena.recorder)->threads_.retire(*thread);
+                auto* runtime = static_cast<RuntimeImpl*>(thread->arena.recorder);
+                runtime->handoffs_.exiting(*thread);
+                runtime->threads_.retire(*thread);
             }) != 0)
             throw std::runtime_error("tracetree: no thread-specific key left for the recorder");
     }
@@ -234,7 +236,10 @@ public:
 
     // ---- hand-offs (handoff.hpp) ----
 
-    void capture_here(Arena& arena, HandoffPath& path) noexcept override { handoffs_.capture(ThreadState::of(arena), path); }
+    HandoffRecord* capture_here(Arena& arena) noexcept override { return handoffs_.capture(ThreadState::of(arena)); }
+    void recycle(Arena* arena, HandoffRecord& record) noexcept override {
+        handoffs_.recycle(arena != nullptr ? &ThreadState::of(*arena) : nullptr, record);
+    }
     bool continue_at(Arena& arena, const HandoffPath& path, Continuation& saved) noexcept override {
         return handoffs_.enter(ThreadState::of(arena), path, saved);
     }
