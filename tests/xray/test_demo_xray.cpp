@@ -80,7 +80,8 @@ TEST_CASE("the XRay build's live trace finds the jar walk, and unpatches when it
     server.background_process();  // drops the entry map; the next /send to a new path walks the jar
     std::optional<tracetree::Trace> trace;
     {
-        tracetree::TraceSession session(tracetree::TraceRequest("Http11Processor::service"));
+        // The jar walk is 12 calls below service(): deeper than the default depth.
+        tracetree::TraceSession session(tracetree::TraceRequest("Http11Processor::service").depth(16));
         CHECK(sled_patched("demo::TomcatJarInputStream::getNextJarEntry()"));
         CHECK(demo::net::request(kHost, server.port(), "GET", "/send2").status == 404);
         trace = session.next(std::chrono::seconds(20));

@@ -32,7 +32,11 @@
 #include "../render.hpp"
 #include "../sessions.hpp"
 #include "../views.hpp"
+#include "../runtime/sites.hpp"   // function_name: the program's functions named as patterns see them
+#include "../runtime/symbols.hpp" // the program's functions and scopes, from its symbol table
 
+#include <algorithm>
+#include <cctype>             // std::tolower: the closest names to a misspelt pattern
 #include <arpa/inet.h>         // inet_pton: peer addresses and AdminOptions::allowed_peers
 #include <array>
 #include <chrono>
@@ -122,6 +126,7 @@ private:
     AdminResponse wait_for(const AdminRequest& request, const std::string& endpoint,
                            const std::vector<std::pair<std::string, std::string>>& params);
     AdminResponse recorder_endpoint(const std::string& endpoint, const std::vector<std::pair<std::string, std::string>>& params);
+    AdminResponse xray_view(const std::vector<std::pair<std::string, std::string>>& params);
     std::string index_page();
 
     const AdminOptions options_;
@@ -571,11 +576,16 @@ void write_origin(std::ostream& out, const Value& value) {  // when and where a 
 inline void write_json(std::ostream& out, const StackTrace& stack) {
     out << '{';
     write_origin(out, stack);
-    out << ",\"frames\":[";
-    for (std::size_t i = 0; i < stack.frames.size(); ++i)
-        out << (i == 0 ? "" : ",") << "{\"name\":" << views::json_string(stack.frames[i].name)
-            << ",\"file\":" << views::json_string(stack.frames[i].file) << ",\"line\":" << std::to_string(stack.frames[i].line) << '}';
-    out << "]}";
+    const auto write_frames = [&out](const char* key, const std::vector<StackFrame>& frames) {
+        out << ",\"" << key << "\":[";
+        for (std::size_t i = 0; i < frames.size(); ++i)
+            out << (i == 0 ? "" : ",") << "{\"name\":" << views::json_string(frames[i].name)
+                << ",\"file\":" << views::json_string(frames[i].file) << ",\"line\":" << std::to_string(frames[i].line) << '}';
+        out << ']';
+    };
+    write_frames("frames", stack.frames);
+    if (!stack.callers.empty()) write_frames("callers", stack.callers);  // the machine stack (runtime/stack.hpp)
+    out << '}';
 }
 
 inline void write_json(std::ostream& out, const WatchEvent& event) {
@@ -747,6 +757,77 @@ inline std::string whole(BoundedBuffer& buffer, std::size_t limit, const char* w
         refuse(507, std::string(what) + " is " + std::to_string(buffer.size()) + " bytes, above " + std::to_string(limit) +
                         " (AdminOptions::max_body); format=text or folded answers with what fits");
     return std::move(buffer.text());
+}
+
+// The names a pattern may match before anything ran: the executable's functions (as
+// TRACETREE_FUNCTION() and XRay name them) and the texts of its annotated scopes. Read once.
+inline const std::vector<std::string>& program_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> all;
+        try {
+            const FunctionTable table = function_table("/proc/self/exe", executable_bias());
+            for (const auto& function : table.functions) all.push_back(function_name(function.name.c_str()));
+            all.insert(all.end(), table.scope_texts.begin(), table.scope_texts.end());
+            std::sort(all.begin(), all.end());
+            all.erase(std::unique(all.begin(), all.end()), all.end());
+        } catch (...) {  // out of memory: nothing known, every pattern waits
+        }
+        return all;
+    }();
+    return names;
+}
+
+// Edits between two names, letters compared without case.
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
+            row[j] = std::min({above + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+// A session whose pattern matches no function of the program and no scope run so far would wait for
+// its whole timeout for nothing (a misspelt name): answered 404 at once, naming the closest names.
+// Scopes of a library loaded later, and run-time names, are known once they have run. Only in a
+// program with XRay (xray/xray.hpp) for now: elsewhere a pattern of a scope not yet run waits, as
+// the tests that hold a request open with one expect.
+inline void refuse_unknown(const std::string& text, bool regex) {
+    if (!g_xray_in_program.load(std::memory_order_relaxed)) return;
+    std::optional<Pattern> pattern;
+    try {
+        pattern.emplace(text, regex ? PatternSyntax::regex : PatternSyntax::glob);
+    } catch (const PatternError& e) {
+        bad("pattern", e.what());
+    }
+    const std::vector<std::string>& program = program_names();
+    const std::vector<std::string> seen = scope_names();
+    const auto matches = [&](const std::string& name) { return pattern->matches(name); };
+    if (std::any_of(program.begin(), program.end(), matches) || std::any_of(seen.begin(), seen.end(), matches)) return;
+    // Patterns match a name or its end after a "::" ("DBImpl::Write" matches leveldb::DBImpl::Write):
+    // the distance is to the closest of those.
+    std::vector<std::pair<std::size_t, std::string>> closest;
+    for (const auto* names : {&program, &seen})
+        for (const std::string& name : *names) {
+            if (name.size() > 4 * text.size() + 64) continue;
+            std::size_t best = edit_distance(text, name);
+            for (std::size_t at = name.find("::"); at != std::string::npos; at = name.find("::", at + 2))
+                best = std::min(best, edit_distance(text, std::string_view(name).substr(at + 2)));
+            closest.emplace_back(best, name);
+        }
+    std::sort(closest.begin(), closest.end());
+    closest.erase(std::unique(closest.begin(), closest.end()), closest.end());
+    std::string message = "pattern '" + views::plain_text(text) + "' matches no function of the program and no scope run so far";
+    for (std::size_t i = 0; i < closest.size() && i < 3; ++i)
+        message += (i == 0 ? "; closest: " : ", ") + views::plain_text(closest[i].second);
+    refuse(404, message);
 }
 
 }  // namespace admin
@@ -936,7 +1017,7 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
                                    {"watch", "GET"},     {"monitor", "GET"},        {"profile", "GET"},
                                    {"timeline", "GET"},  {"timeline/start", "POST"}, {"timeline/stop", "POST"},
                                    {"recorder", "GET"},  {"recorder/start", "POST"}, {"recorder/stop", "POST"},
-                                   {"reset", "POST"}};
+                                   {"reset", "POST"},    {"xray", "GET"}};
     const Route* route = nullptr;
     for (const Route& candidate : routes)
         if (endpoint == candidate.name) route = &candidate;
@@ -965,6 +1046,7 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
     if (endpoint == "trace" || endpoint == "stack" || endpoint == "watch" || endpoint == "monitor")
         return wait_for(request, endpoint, params);
     if (endpoint.compare(0, 8, "recorder") == 0) return recorder_endpoint(endpoint, params);
+    if (endpoint == "xray") return xray_view(params);
     if (endpoint == "profile") {
         const Reader reader(params, {"format", "threads"});
         const std::string format = reader.choice("format", {"text", "human", "folded", "svg", "json", "html"});
@@ -1034,6 +1116,7 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
     std::vector<const char*> known = {"pattern", "regex", "n", "format"};
     if (is_monitor) known.push_back("interval");
     else known.insert(known.end(), {"cost", "timeout"});
+    if (endpoint == "trace") known.push_back("depth");
     if (endpoint == "watch") known.push_back("values");
     const Reader reader(params, known);
     const std::string pattern = reader.required("pattern");
@@ -1064,6 +1147,9 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
             list.remove_prefix(comma + 1);
         }
     }
+
+    const int depth = static_cast<int>(reader.whole("depth", std::uint64_t{detail::kDefaultCallDepth}, 0, std::uint64_t{detail::kMaxCallDepth}));
+    refuse_unknown(pattern, regex);
 
     Waiter waiter(*this, request.cancel.get());
     const auto started = std::chrono::steady_clock::now();
@@ -1117,7 +1203,7 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
     };
 
     if (endpoint == "trace") {
-        auto session = open([&] { return TraceSession(TraceRequest(pattern).regex(regex).min_cost(min_cost).limit(n)); });
+        auto session = open([&] { return TraceSession(TraceRequest(pattern).regex(regex).min_cost(min_cost).limit(n).depth(depth)); });
         collect(session);
     } else if (endpoint == "stack") {
         auto session = open([&] { return StackSession(StackRequest(pattern).regex(regex).min_cost(min_cost).limit(n)); });
@@ -1165,21 +1251,71 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
     return answer(format, options_.prefix, endpoint + " " + pattern, body, "");
 }
 
+// The program's XRay functions (xray/xray.hpp): how many, which are patched now and for which
+// sessions, and a search by pattern over their names.
+inline AdminResponse AdminHandler::xray_view(const detail::admin::Params& params) {
+    using namespace detail::admin;
+    const Reader reader(params, {"search", "regex", "all", "format"});
+    const std::string search = reader.get("search").value_or("*");
+    const bool regex = reader.flag("regex");
+    const bool all = reader.flag("all");  // every match, not only the patched ones
+    const std::string format = reader.choice("format", {"text", "json", "html"});
+    std::optional<Pattern> pattern;
+    try {
+        pattern.emplace(search, regex ? PatternSyntax::regex : PatternSyntax::glob);
+    } catch (const PatternError& e) {
+        bad("search", e.what());
+    }
+    auto* const rows_of = detail::g_xray_rows.load();
+    if (rows_of == nullptr)
+        return answer(format, options_.prefix, "xray", "XRay: not in this program (docs/xray.md: build with clang++ -fxray-instrument and include tracetree/xray/xray.hpp)\n",
+                      "{\"xray\":false}");
+    std::vector<detail::XRayRow> rows;
+    try {
+        rows_of(rows);
+    } catch (const std::exception& e) {
+        refuse(503, std::string("XRay: ") + e.what());
+    }
+    std::size_t patchable = 0, patched = 0, shown = 0;
+    std::ostringstream plain, json;
+    json << "{\"xray\":true,\"functions\":[";
+    for (const detail::XRayRow& row : rows) {
+        patchable += row.patchable;
+        patched += row.patched;
+        // Names as patterns see them: without "()".
+        if (!pattern->matches(row.name.substr(0, row.name.size() - 2)) || (!all && !row.patched) || shown == 1000) continue;
+        plain << (row.patched ? "patched    " : row.patchable ? "idle       " : "never      ") << row.name;
+        if (!row.wanted_by.empty()) plain << "  by " << row.wanted_by;
+        plain << '\n';
+        json << (shown == 0 ? "" : ",") << "{\"name\":" << detail::views::json_string(row.name) << ",\"patchable\":" << (row.patchable ? "true" : "false")
+             << ",\"patched\":" << (row.patched ? "true" : "false") << ",\"wanted_by\":" << detail::views::json_string(row.wanted_by) << '}';
+        ++shown;
+    }
+    json << "],\"instrumented\":" << rows.size() << ",\"patchable\":" << patchable << ",\"patched\":" << patched << '}';
+    const std::string head = "XRay: " + std::to_string(rows.size()) + " functions instrumented, " + std::to_string(patchable) +
+                             " patchable, " + std::to_string(patched) + " patched now; " + std::to_string(shown) + " shown (" +
+                             (all ? "all" : "patched") + " matching '" + detail::views::plain_text(search) + "'" +
+                             (shown == 1000 ? ", the first 1000" : "") + "; all=1 for idle ones too)\n";
+    return answer(format, options_.prefix, "xray", head + plain.str(), json.str());
+}
+
 inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint, const detail::admin::Params& params) {
     using namespace detail::admin;
     std::lock_guard<std::mutex> lock(recorder_mutex_);
     if (endpoint == "recorder/start") {
-        const Reader reader(params, {"pattern", "regex", "cost", "keep", "format"});
+        const Reader reader(params, {"pattern", "regex", "cost", "keep", "depth", "format"});
         const std::string pattern = reader.required("pattern");
         const bool regex = reader.flag("regex");
         const double cost_ms = reader.decimal("cost", 0, 0, 3600000, "milliseconds");
         const std::uint64_t keep = reader.whole("keep", 16, 1, 1000);
+        const int depth = static_cast<int>(reader.whole("depth", std::uint64_t{detail::kDefaultCallDepth}, 0, std::uint64_t{detail::kMaxCallDepth}));
         const std::string format = reader.choice("format", {"text", "html"});
+        refuse_unknown(pattern, regex);
         if (recorder_running_)
             refuse(409, "a flight recorder is running for '" + detail::views::plain_text(recorder_pattern_) + "'; POST " +
                             options_.prefix + "/recorder/stop first");
         try {
-            recorder_.emplace(RecorderRequest(pattern).regex(regex).min_cost(from_millis(cost_ms)).keep(static_cast<std::size_t>(keep)));
+            recorder_.emplace(RecorderRequest(pattern).regex(regex).min_cost(from_millis(cost_ms)).keep(static_cast<std::size_t>(keep)).depth(depth));
         } catch (const PatternError& e) {
             bad("pattern", e.what());
         } catch (const std::invalid_argument& e) {
@@ -1330,6 +1466,12 @@ inline std::string AdminHandler::index_page() {
          << "<input type=\"hidden\" name=\"format\" value=\"html\"> <button type=\"submit\">Start</button></form>\n"
          << "<form method=\"post\" action=\"" << p << "/recorder/stop\"><input type=\"hidden\" name=\"format\" value=\"html\">"
          << "<button type=\"submit\">Stop</button></form>\n";
+
+    if (detail::g_xray_rows.load() != nullptr)  // a program with XRay (xray/xray.hpp)
+        body << "<h2>XRay: functions nobody annotated</h2>\n<p><a href=\"" << p << "/xray?format=html\">patched now</a>, and by which "
+             << "session &middot; <a href=\"" << p << "/xray?format=json\">JSON</a></p>\n<form method=\"get\" action=\"" << p
+             << "/xray\">" << field("search", "search", "*") << " <input type=\"hidden\" name=\"all\" value=\"1\">"
+             << "<input type=\"hidden\" name=\"format\" value=\"html\"> <button type=\"submit\">Search</button></form>\n";
 
     body << "<h2>Timeline: every scope with its start, for Perfetto</h2>\n<p><a href=\"" << p
          << "/timeline\">Chrome trace JSON</a> (open it in ui.perfetto.dev or chrome://tracing)</p>\n"

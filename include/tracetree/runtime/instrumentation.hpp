@@ -9,6 +9,7 @@
 #include "../matcher.hpp"
 #include "linkage.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -19,7 +20,14 @@ namespace detail {
 struct InstrumentedSession {
     std::shared_ptr<const Pattern> pattern;  // which scopes it watches; kept alive with the session
     bool captures = false;                   // a trace or flight recorder: what those scopes call counts too
+    int depth = 0;                           // captures: how many direct calls below them are patched
+    const char* kind = "";                   // "trace", "stack", "watch", "monitor", "recorder": for views
 };
+
+// Set by instrumentation while it starts a scope of its own (xray.hpp): the canonical frame address of
+// the function the scope stands for. A stack session's walk of the machine stack starts there
+// (runtime/stack.hpp); 0 for annotated scopes, whose own address marks it.
+inline thread_local std::uintptr_t t_scope_entry_sp = 0;
 
 using SessionsChanged = void (*)(void* context);
 

@@ -143,7 +143,10 @@ public:
             // sessions' min_cost. Run-time names stay here.
             if (site != nullptr) state.defer_in_header(info, epoch);
         }
-        if (framed != 0 && state.push_frame(info, node, framed)) slow |= Scope::kFrame;
+        if (framed != 0) {
+            const std::uintptr_t boundary = t_scope_entry_sp != 0 ? t_scope_entry_sp : reinterpret_cast<std::uintptr_t>(&scope);
+            if (state.push_frame(info, node, framed, boundary)) slow |= Scope::kFrame;
+        }
         if ((flags & kSlow) != 0) {  // a test clock or the timeline
             if (clock_.is_test(std::memory_order_relaxed)) slow |= Scope::kFakeClock;
             if (threads_.timeline_on()) {
@@ -326,6 +329,7 @@ public:
 
     double ns_per_tick() const noexcept { return clock_.ns_per_tick(); }
     Profile profile() { return threads_.profile(); }
+    std::vector<std::string> scope_names() { return sites_.match_names(); }
     void reset() { threads_.reset(); }
     void set_flag(std::uint8_t flag, bool on) { threads_.set_flag(flag, on); }
     bool enabled() { return threads_.enabled(); }
@@ -483,6 +487,7 @@ private:
                             const InternedSite& s = interned(site);
                             stack.frames.push_back(StackFrame{s.name, s.file, s.line});
                         }
+                        stack.callers = name_stack(frame.pcs, stack.frames);
                     });
                     break;
                 case SessionKind::watch:

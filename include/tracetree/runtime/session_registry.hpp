@@ -31,6 +31,10 @@ TRACETREE_BEGIN_NAMESPACE
 namespace detail {
 
 enum class SessionKind : std::uint8_t { trace, stack, watch, monitor, recorder };
+inline const char* session_kind_name(SessionKind kind) noexcept {
+    static const char* const names[] = {"trace", "stack", "watch", "monitor", "recorder"};
+    return names[static_cast<int>(kind)];
+}
 
 struct SessionState {
     SessionState(SessionKind kind_, const std::string& pattern_text, PatternSyntax syntax)
@@ -45,6 +49,7 @@ struct SessionState {
     std::vector<std::string> value_names;  // watch: only these (empty: all)
     std::size_t keep = 0, max_bytes = 0;   // recorder
     Nanos interval{0};                     // monitor
+    int depth = kDefaultCallDepth;         // trace, recorder: XRay functions patched below a matching one
 
     std::atomic<std::uint64_t> reserved{0};
     std::atomic<int> slot{-1};  // written under the registry's lock; monitors read it while counting

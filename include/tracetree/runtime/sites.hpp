@@ -179,6 +179,14 @@ public:
         return name_bytes_;
     }
     std::uint64_t dropped_names() const noexcept { return dropped_names_.load(); }
+    // What patterns can match among the sites seen so far (thrown types left out).
+    std::vector<std::string> match_names() {
+        std::vector<std::string> names;
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (const auto& site : sites_)
+            if (site.second->kind != SiteKind::thrown) names.push_back(site.second->match_name);
+        return names;
+    }
 
     // fork(): see RuntimeImpl::lock_for_fork for the order.
     void lock() noexcept { mutex_.lock(); }
