@@ -247,6 +247,21 @@ TEST_CASE("a call blocked on a condition variable is off CPU, and its node says 
     blocked_is_off_cpu(CpuSource::thread_clock);
 }
 
+TEST_CASE("with the thread CPU clock, a capture that started late gives the root's time off CPU as a lower bound") {
+    // The capture starts at the first scope below the traced one: the 5 ms before it are unknown.
+    tracetree::TraceSession session(tracetree::TraceRequest("cpu.late"));
+    on_new_thread(CpuSource::thread_clock, [] {
+        TRACETREE_SCOPE("cpu.late");
+        spin_for(5ms);
+        TRACETREE_SCOPE("cpu.after");
+    });
+    const std::optional<tracetree::Trace> trace = session.next(10s);
+    REQUIRE(trace.has_value());
+    REQUIRE(trace->root.off_cpu.has_value());
+    CHECK(trace->root.off_cpu->at_least);
+    CHECK(tracetree::to_string(*trace).find("cpu.late [on CPU <= ") != std::string::npos);
+}
+
 TEST_CASE("a CPU-bound call alone is on CPU") {
     for (const CpuSource source : {CpuSource::none, CpuSource::thread_clock}) {
         tracetree::TraceSession session(tracetree::TraceRequest("cpu.crunch").limit(1000));

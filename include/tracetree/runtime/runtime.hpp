@@ -443,15 +443,19 @@ private:
     static std::optional<OffCpu> measure_off_cpu(const ThreadCpu& cpu, const Capture& capture, Nanos cost) noexcept {
         const std::int64_t end = monotonic_ns();
         OffCpuTime time;
+        std::int64_t unmeasured = 0;  // of `cost`, before the clock was read
         if (cpu.source() == CpuSource::switches) {
             if (!cpu.off_cpu(end - cost.count(), end, time)) return std::nullopt;
         } else {
             const std::int64_t used = cpu.source() == CpuSource::thread_clock && capture.cpu_at_start >= 0 ? thread_cpu_ns() : -1;
             if (used < 0) return std::nullopt;
-            // Since the capture started recording; before that (a deferred capture) counts as on CPU.
+            // Since the capture started recording: of a capture deferred to its first child, the time
+            // before it is unknown, and past 1% of the whole what was measured is only a lower bound.
             time.off_ns = (end - capture.monotonic_at_start) - (used - capture.cpu_at_start);
+            unmeasured = cost.count() - (end - capture.monotonic_at_start);
         }
         OffCpu off;
+        off.at_least = unmeasured * 100 > cost.count();
         off.off = Nanos(std::min<std::int64_t>(std::max<std::int64_t>(time.off_ns, 0), cost.count()));
         if (time.runnable_known) off.runnable = std::min(Nanos(std::max<std::int64_t>(time.runnable_ns, 0)), off.off);
         return off;
