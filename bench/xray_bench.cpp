@@ -37,6 +37,8 @@ volatile std::uint64_t g_sink = 0;
 [[gnu::noinline, clang::xray_never_instrument]] void plain_function(int x) { BENCH_BODY(x); }  // no sleds
 [[gnu::noinline, clang::xray_always_instrument]] void idle_function(int x) { BENCH_BODY(x); }  // sleds, never patched
 [[gnu::noinline, clang::xray_always_instrument]] void patched_function(int x) { BENCH_BODY(x); }  // patched for the run
+// Never called: a trace of it patches its direct callee, patched_function, for the whole run.
+[[gnu::noinline, clang::xray_always_instrument]] void never_runs() { patched_function(0); }
 [[gnu::noinline, clang::xray_never_instrument]] void annotated_function(int x) {
     TRACETREE_FUNCTION();
     BENCH_BODY(x);
@@ -171,7 +173,6 @@ int run(int rounds, std::uint64_t calls) {
 
     // patched_function is patched for the whole run, as the callee of a trace whose root never runs:
     // its scope records into the thread's tree as an annotated scope does while sessions run.
-    tracetree::xray::set_callees("bench::patched_function");
     auto never = std::make_unique<tracetree::TraceSession>(tracetree::TraceRequest("bench::never_runs"));
     tracetree::reset();
 

@@ -68,6 +68,9 @@ RecorderInfo recorder_info();
 
 Profile profile();  // every thread's tree, from any thread, without stopping anyone; exited threads folded
 void reset();       // forgets everything recorded: exited threads at once, each live thread at its next scope
+// The names of the scopes run so far, as patterns match them ("ns::Class::method", a scope's text),
+// unsorted; the admin handler answers a pattern that matches none of them, nor any function, at once.
+std::vector<std::string> scope_names();
 
 // ---- timeline (optional): every scope with its start, for Chrome/Perfetto views (views.hpp) ------
 // Off by default; while on, every scope takes the slow path and a per-thread lock at its end. Each

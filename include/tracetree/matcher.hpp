@@ -56,6 +56,7 @@
 #define TRACETREE_MATCHER_HPP
 
 #include "core/abi.hpp"  // the version and namespace macros
+#include "text/text.hpp"  // hex_value
 
 #include <cstddef>      // std::size_t
 #include <cstdint>      // the 64-bit words of the sets
@@ -419,14 +420,8 @@ private:
         case 'f': return single('\f');
         case 'v': return single('\v');
         case 'x': {
-            const auto hex = [](char h) {
-                if (h >= '0' && h <= '9') return h - '0';
-                if (h >= 'a' && h <= 'f') return h - 'a' + 10;
-                if (h >= 'A' && h <= 'F') return h - 'A' + 10;
-                return -1;
-            };
-            const int high = i_ < p_.size() ? hex(p_[i_]) : -1;
-            const int low = i_ + 1 < p_.size() ? hex(p_[i_ + 1]) : -1;
+            const int high = i_ < p_.size() ? hex_value(p_[i_]) : -1;
+            const int low = i_ + 1 < p_.size() ? hex_value(p_[i_ + 1]) : -1;
             if (high < 0 || low < 0) fail("'\\x' needs two hex digits", at_backslash);
             i_ += 2;
             return single(static_cast<unsigned char>(high * 16 + low));

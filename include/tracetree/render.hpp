@@ -220,6 +220,7 @@ struct TreeWriter {
         text += red ? " \x1b[m" : " ";
         text += node.name;
         if (with_line && node.line != 0) text.append(" #").append(std::to_string(node.line));
+        if (node.file == detail::kTailCallFile) text += " [tail call]";
         if (node.throws == 1) text += " [throws Exception]";
         if (node.throws > 1) text.append(" [throws Exception,").append(std::to_string(node.throws)).append(1, ']');
         if (node.parallel) text += " [parallel]";
@@ -288,6 +289,7 @@ inline void human_rows(std::ostream& out, const Node& node, const std::string& p
         << pad_left(std::to_string(node.count), 8) << pad_left(duration(node.min), 11)
         << pad_left(duration(node.max), 11) << "  " << prefix << branch << node.name;
     if (node.line != 0 && !branch.empty()) out << " #" << node.line;
+    if (node.file == detail::kTailCallFile) out << "  (tail call)";
     if (node.continued) out << (node.continued_on.empty() ? "  (continued)" : "  (continued on " + node.continued_on + ")");
     if (node.throws != 0) out << "  (" << node.throws << " threw)";
     if (node.parallel) out << "  (parallel: ran on another thread meanwhile, not part of the total above)";
@@ -351,12 +353,12 @@ inline void render(std::ostream& out, const StackTrace& stack, const RenderOptio
         << ";id=" << stack.thread_id;
     for (const auto& field : stack.fields) out << ';' << field.first << '=' << field.second;
     out << '\n';
-    for (std::size_t i = 0; i < stack.frames.size(); ++i) {
-        const StackFrame& frame = stack.frames[i];
-        if (i == 0) {
-            out << "    @" << detail::without_parentheses(frame.name) << "()\n";
-            continue;
-        }
+    // The machine stack's callers when it was walked, else the open scopes around the matching one.
+    const bool machine = !stack.callers.empty();
+    const std::vector<StackFrame>& at = machine ? stack.callers : stack.frames;
+    if (!stack.frames.empty()) out << "    @" << detail::without_parentheses(stack.frames[0].name) << "()\n";
+    for (std::size_t i = machine ? 0 : 1; i < at.size(); ++i) {
+        const StackFrame& frame = at[i];
         out << "        at " << detail::without_parentheses(frame.name) << '(' << detail::basename(frame.file);
         if (frame.line != 0) out << ':' << frame.line;
         out << ")\n";

@@ -87,12 +87,16 @@ public:
     TraceRequest& on_trace(std::function<void(const Trace&)> callback) { on_trace_ = std::move(callback); return *this; }
     // Keep TRACETREE_WATCH values in the captured nodes (Node::values): Arthas has no such option.
     TraceRequest& with_values(bool on = true) { with_values_ = on; return *this; }
+    // XRay (xray/xray.hpp): the functions patched below a matching one, in direct calls (0 ..= 64).
+    TraceRequest& depth(int calls) { depth_ = calls; return *this; }
     const std::function<void(const Trace&)>& on_trace() const { return on_trace_; }
     bool with_values() const { return with_values_; }
+    int depth() const { return depth_; }
 
 private:
     std::function<void(const Trace&)> on_trace_;
     bool with_values_ = false;
+    int depth_ = detail::kDefaultCallDepth;
 };
 
 // The outermost invocation of a matching scope, recorded into a tree of its own: an invocation of a
@@ -168,10 +172,13 @@ public:
     using Request::Request;
     RecorderRequest& keep(std::size_t count) { keep_ = count; return *this; }  // the newest ones, 1 ..= 100000
     RecorderRequest& max_bytes(std::size_t bytes) { max_bytes_ = bytes; return *this; }  // of traces kept, >= 4096
+    RecorderRequest& depth(int calls) { depth_ = calls; return *this; }  // as TraceRequest::depth
     std::size_t keep() const { return keep_; }
     std::size_t max_bytes() const { return max_bytes_; }
+    int depth() const { return depth_; }
 
 private:
+    int depth_ = detail::kDefaultCallDepth;
     std::size_t keep_ = 16;
     std::size_t max_bytes_ = std::size_t{4} << 20;
 };

@@ -22,6 +22,16 @@ TRACETREE_BEGIN_NAMESPACE
 
 using Nanos = std::chrono::nanoseconds;
 
+namespace detail {
+// What a trace or flight recorder patches below the functions it matches (xray/xray.hpp), in direct
+// calls: two shows the structure of a write of db_bench's shape within 1.3x its untraced time, three
+// already reaches its skip list's comparisons, most of its calls (docs/xray.md, "What it costs").
+inline constexpr int kDefaultCallDepth = 2;
+inline constexpr int kMaxCallDepth = 64;
+// Node::file of an XRay function entered by a tail call: the renderers mark it "[tail call]".
+inline constexpr const char* kTailCallFile = "(tail call)";
+}  // namespace detail
+
 enum class NodeKind : std::uint8_t {
     call,    // a scope: its calls, folded
     thrown,  // an exception thrown while its parent was the innermost open scope (Arthas `throw:` lines)
@@ -40,7 +50,7 @@ struct OffCpu {
 struct Node {
     NodeKind kind = NodeKind::call;
     std::string name;        // a call: "ns::Class::method()" or the scope's text; thrown: the exception's type
-    std::string file;        // source file ("" when unknown)
+    std::string file;        // source file ("" when unknown; "(tail call)": an XRay function entered by a tail call)
     std::uint32_t line = 0;  // a call: the line of its scope macro; thrown: the line of TRACETREE_THROW (0: unknown)
     std::uint64_t count = 0; // completed calls (thrown: throws); a call with 0 was still running at the snapshot
     Nanos total{}, min{}, max{};
@@ -109,6 +119,10 @@ struct StackTrace {
     Nanos cost{};
     bool threw = false;
     std::vector<StackFrame> frames;  // innermost first: the matching scope, then each open scope around it
+    // The machine stack at the scope's start, innermost first: every function that called it, down to
+    // the thread's entry (main, or what a thread library called), named as XRay names functions; the
+    // file and line where an open scope is that function's. Empty when it could not be walked.
+    std::vector<StackFrame> callers;
 };
 
 // Arthas `watch`: the values an invocation saw.

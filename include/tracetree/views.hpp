@@ -17,6 +17,7 @@
 #define TRACETREE_VIEWS_HPP
 
 #include "text/format.hpp"
+#include "text/text.hpp"
 #include "values.hpp"
 
 #include <algorithm>         // std::stable_sort, std::max
@@ -132,50 +133,6 @@ namespace views {
 
 // ---- text ----------------------------------------------------------------------------------
 
-// Length of the UTF-8 sequence starting at text[at], or 0 when it is not one (overlong forms,
-// surrogates and code points past U+10FFFF included).
-inline std::size_t utf8_length(std::string_view text, std::size_t at) noexcept {
-    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
-    const unsigned char lead = byte(at);
-    if (lead < 0x80) return 1;
-    std::size_t length = 0;
-    unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
-    if (lead >= 0xC2 && lead <= 0xDF) length = 2;
-    else if (lead >= 0xE0 && lead <= 0xEF) {
-        length = 3;
-        if (lead == 0xE0) low = 0xA0;
-        if (lead == 0xED) high = 0x9F;
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-        length = 4;
-        if (lead == 0xF0) low = 0x90;
-        if (lead == 0xF4) high = 0x8F;
-    } else {
-        return 0;
-    }
-    if (at + length > text.size() || byte(at + 1) < low || byte(at + 1) > high) return 0;
-    for (std::size_t i = 2; i < length; ++i)
-        if ((byte(at + i) & 0xC0) != 0x80) return 0;
-    return length;
-}
-
-// Valid UTF-8, with each byte that does not start a valid sequence replaced by U+FFFD.
-inline std::string utf8(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    for (std::size_t i = 0; i < text.size();) {
-        const std::size_t length = utf8_length(text, i);
-        if (length == 0) {
-            out += "\xEF\xBF\xBD";
-            ++i;
-        } else {
-            out.append(text, i, length);
-            i += length;
-        }
-    }
-    return out;
-}
-
-inline bool is_control(unsigned char c) noexcept { return c < 0x20 || c == 0x7F; }
 
 inline std::string json_string(std::string_view raw) {
     static const char hex[] = "0123456789abcdef";
@@ -189,22 +146,6 @@ inline std::string json_string(std::string_view raw) {
         else out += c;
     }
     return out += '"';
-}
-
-// XML 1.0 cannot carry most control characters even as references: they become U+FFFD.
-inline std::string xml_text(std::string_view raw) {
-    std::string out;
-    for (char c : utf8(raw)) {
-        if (c == '&') out += "&amp;";
-        else if (c == '<') out += "&lt;";
-        else if (c == '>') out += "&gt;";
-        else if (c == '"') out += "&quot;";
-        else if (c == '\'') out += "&#39;";
-        else if (c == '\n') out += "&#10;";  // kept: tooltips have several lines
-        else if (is_control(static_cast<unsigned char>(c))) out += "\xEF\xBF\xBD";
-        else out += c;
-    }
-    return out;
 }
 
 inline std::string folded_frame(std::string_view raw) {
@@ -363,9 +304,9 @@ inline void write_svg(std::ostream& out, const Frame& root, const FlameGraphOpti
         << "<style>.f:hover rect{stroke:#000;stroke-width:1}.f rect{stroke:#fff;stroke-width:0.5}</style>\n"
         << "<rect width=\"100%\" height=\"100%\" fill=\"#f8f8f8\"/>\n"
         << "<text x=\"" << fixed(options.width / 2.0, 1) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"16\">"
-        << xml_text(title) << "</text>\n"
+        << markup(title, false) << "</text>\n"
         << "<text x=\"" << fixed(kSide, 0) << "\" y=\"" << fixed(height - 9, 0) << "\" fill=\"#555\">"
-        << xml_text(subtitle) << "</text>\n";
+        << markup(subtitle, false) << "</text>\n";
     for (const Box& box : boxes) {
         const Frame& frame = *box.frame;
         const double level = static_cast<double>(box.depth);
@@ -375,7 +316,7 @@ inline void write_svg(std::ostream& out, const Frame& root, const FlameGraphOpti
         const std::string label = room < 4 * kCharWidth
                                       ? ""
                                       : ellipsize(plain_text(box.frame->label), static_cast<std::size_t>(room / kCharWidth));
-        out << "<g class=\"f\"><title>" << xml_text(box.frame->tooltip) << "</title><rect x=\"" << fixed(box.x, 3)
+        out << "<g class=\"f\"><title>" << markup(box.frame->tooltip, false) << "</title><rect x=\"" << fixed(box.x, 3)
             << "\" y=\"" << fixed(y, 1) << "\" width=\"" << fixed(box.width, 3) << "\" height=\"" << fixed(kFrameHeight, 0)
             << "\" fill=\"rgb(" << std::to_string(frame.red) << ',' << std::to_string(frame.green) << ','
             << std::to_string(frame.blue) << ")\"/>";
@@ -383,7 +324,7 @@ inline void write_svg(std::ostream& out, const Frame& root, const FlameGraphOpti
         const bool dark = 299 * frame.red + 587 * frame.green + 114 * frame.blue < 140000;
         if (!label.empty())
             out << "<text x=\"" << fixed(box.x + 3, 3) << "\" y=\"" << fixed(y + 12.5, 1)
-                << (dark ? "\" fill=\"#fff\">" : "\">") << xml_text(label) << "</text>";
+                << (dark ? "\" fill=\"#fff\">" : "\">") << markup(label, false) << "</text>";
         out << "</g>\n";
     }
     out << "</svg>\n";

@@ -11,6 +11,9 @@
 #include <tracetree/tracetree.hpp>
 
 #include <chrono>
+#include <cstdlib>  // std::getenv: TRACETREE_UPDATE_GOLDEN
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -683,4 +686,52 @@ TEST_CASE("a real socket: a client that hangs up cancels its waiting call") {
     REQUIRE(handler.wait_for_waiting(1, 20s));
     ::close(fd);
     CHECK(handler.wait_for_waiting(0, 20s));  // without the cancel: 300 s
+}
+
+// docs/admin.md's endpoint list is the handler's table (detail::admin::Table) written as Markdown:
+// what the docs promise is what the handler checks. TRACETREE_UPDATE_GOLDEN=1 rewrites the list.
+TEST_CASE("docs/admin.md lists the endpoints as the handler's table has them") {
+    using tracetree::detail::admin::Param;
+    const auto escaped = [](std::string text) {  // '|' inside a Markdown table cell
+        for (std::size_t at = text.find('|'); at != std::string::npos; at = text.find('|', at + 2)) text.insert(at, "\\");
+        return text;
+    };
+    std::string table = "| endpoint | method | parameters (default) | answers |\n| --- | --- | --- | --- |\n";
+    for (const auto& endpoint : tracetree::detail::admin::Table::endpoints()) {
+        std::string params;
+        for (const Param& param : endpoint.params) {
+            params += (params.empty() ? "`" : ", `") + std::string(param.name) + "`";
+            const std::string what = param.what, high = param.limit == Param::max_n         ? "`max_n`"
+                                                        : param.limit == Param::max_timeout ? "`max_timeout`"
+                                                                                            : tracetree::detail::admin::number(param.high);
+            if (param.kind == Param::required) params += " (required)";
+            else if (param.kind == Param::text) params += " (" + what + ")";
+            else if (param.kind == Param::flag) params += " 0\\|1 (0)";
+            else if (param.kind == Param::choice) params += " " + escaped(what) + " (" + what.substr(0, what.find('|')) + ")";
+            else
+                params += " " + tracetree::detail::admin::number(param.low) + ".." + high + (what.empty() ? "" : " " + what) + " (" +
+                          tracetree::detail::admin::number(param.fallback) +
+                          (param.limit == Param::max_timeout && param.fallback > 1 ? ", or `max_timeout` if less)" : ")");
+        }
+        table += "| `" + (*endpoint.name == '\0' ? std::string("/") : std::string(endpoint.name)) + "` | " + endpoint.method + " | " +
+                 (params.empty() ? "none" : params) + " | " + endpoint.answers + " |\n";
+    }
+
+    const std::string path = std::string(TRACETREE_GOLDEN_DIR) + "/../../../docs/admin.md";
+    std::string docs;
+    {
+        std::ifstream in(path, std::ios::binary);
+        std::ostringstream text;
+        text << in.rdbuf();
+        docs = text.str();
+    }
+    const std::size_t start = docs.find("| endpoint | method |");
+    REQUIRE(start != std::string::npos);
+    const std::size_t end = docs.find("\n\n", start) + 1;
+    if (std::getenv("TRACETREE_UPDATE_GOLDEN") != nullptr) {
+        std::ofstream(path, std::ios::binary) << docs.replace(start, end - start, table);
+        return;
+    }
+    INFO(path << "'s endpoint list should read (TRACETREE_UPDATE_GOLDEN=1 rewrites it):\n" << table);
+    CHECK(docs.substr(start, end - start) == table);
 }

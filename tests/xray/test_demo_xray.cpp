@@ -74,13 +74,18 @@ TEST_CASE("the XRay build's live trace finds the jar walk, and unpatches when it
     // Nothing patched: Tomcat's functions record nothing, annotated scopes record as always.
     CHECK(tracetree::xray::status().patched == 0);
     CHECK(demo::net::request(kHost, server.port(), "GET", "/send").status == 200);  // warms the cache
+    // The response may reach us before the server's thread has left service(): wait for its scope.
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         calls_in_profile("Http11Processor::service") == 0 && std::chrono::steady_clock::now() < until;)
+        std::this_thread::yield();
     CHECK(calls_in_profile("TomcatJarInputStream") == 0);
     CHECK(calls_in_profile("Http11Processor::service") == 1);
 
     server.background_process();  // drops the entry map; the next /send to a new path walks the jar
     std::optional<tracetree::Trace> trace;
     {
-        tracetree::TraceSession session(tracetree::TraceRequest("Http11Processor::service"));
+        // The jar walk is 12 calls below service(): deeper than the default depth.
+        tracetree::TraceSession session(tracetree::TraceRequest("Http11Processor::service").depth(16));
         CHECK(sled_patched("demo::TomcatJarInputStream::getNextJarEntry()"));
         CHECK(demo::net::request(kHost, server.port(), "GET", "/send2").status == 404);
         trace = session.next(std::chrono::seconds(20));

@@ -1,13 +1,18 @@
 // The executable's symbol table as tracetree/xray/xray.hpp reads it (runtime/symbols.hpp): names of
 // functions by address, the functions annotated with TRACETREE_FUNCTION(), and damaged files, which
-// give an error and never a read past their end. Needs no XRay: built by every compiler, and under
+// give an error and never a read past their end; the function table stack and the admin read; the
+// direct calls read from code and what a depth reaches (xray/calls.hpp). Needs no XRay: built by every compiler, and under
 // the sanitizers, which watch the reads.
 #include <tracetree/all.hpp>
+#include <tracetree/xray/calls.hpp>
 #include <tracetree/runtime/symbols.hpp>
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -192,4 +197,65 @@ TEST_CASE("files that are not a whole ELF image give an error and the names they
         CHECK(symbols.error.empty());
         CHECK(symbols.names == std::vector<std::string>{""});
     }
+}
+
+TEST_CASE("the function table: every function by address, and the texts of annotated scopes") {
+    const tracetree::detail::FunctionTable table = tracetree::detail::function_table("/proc/self/exe", executable_bias());
+    CHECK(table.error.empty());
+    const auto address = reinterpret_cast<std::uintptr_t>(&symbols_test::plain);
+    const tracetree::detail::FunctionTable::Entry* found = table.find(address);
+    REQUIRE(found != nullptr);
+    CHECK(found->name == "symbols_test::plain(int)");
+    REQUIRE(found->size > 0);
+    CHECK(table.find(address + found->size - 1) == found);  // its last byte
+    CHECK(table.find(address + found->size) != found);
+    CHECK(std::find(table.scope_texts.begin(), table.scope_texts.end(), "a part") != table.scope_texts.end());
+    CHECK(tracetree::detail::function_table("/nonexistent", 0).error == "cannot read /nonexistent as a 64-bit ELF file");
+}
+
+TEST_CASE("direct calls read from code: call and jmp rel32 landing on a function's first byte") {
+#if defined(__x86_64__)
+    using tracetree::detail::direct_calls;
+    // Functions at 0x1000 (id 1), 0x2000 (id 2), 0x3000 (id 3); the code below sits at 0x1000.
+    const std::vector<std::pair<std::uintptr_t, std::int32_t>> starts = {{0x1000, 1}, {0x2000, 2}, {0x3000, 3}};
+    const auto rel = [](std::uintptr_t from_end, std::uintptr_t to) {
+        const auto offset = static_cast<std::int32_t>(static_cast<std::intptr_t>(to) - static_cast<std::intptr_t>(from_end));
+        std::vector<unsigned char> bytes(4);
+        std::memcpy(bytes.data(), &offset, 4);
+        return bytes;
+    };
+    std::vector<unsigned char> code = {0x90};                  // nop
+    code.push_back(0xE8);                                      // call 0x2000, at 0x1001
+    for (unsigned char b : rel(0x1006, 0x2000)) code.push_back(b);
+    code.push_back(0xE8);                                      // call 0x2004: not a function's start
+    for (unsigned char b : rel(0x100B, 0x2004)) code.push_back(b);
+    code.push_back(0xE8);                                      // call 0x1000: itself
+    for (unsigned char b : rel(0x1010, 0x1000)) code.push_back(b);
+    code.push_back(0xE9);                                      // jmp 0x3000: a tail call
+    for (unsigned char b : rel(0x1015, 0x3000)) code.push_back(b);
+    const tracetree::detail::DirectCalls found = direct_calls(code.data(), code.size(), 0x1000, starts);
+    CHECK(found.calls == std::vector<std::int32_t>{2});
+    CHECK(found.tails == std::vector<std::int32_t>{3});
+    // The last instruction cut short by the function's size: not read past it.
+    const tracetree::detail::DirectCalls cut = direct_calls(code.data(), code.size() - 1, 0x1000, starts);
+    CHECK(cut.tails.empty());
+#endif
+}
+
+TEST_CASE("reachable: direct calls to a depth, tail calls without counting") {
+    using tracetree::detail::DirectCalls;
+    // 1 calls 2, 2 calls 3 and jumps to 4, 4 calls 5.
+    const DirectCalls one{{2}, {}}, two{{3}, {4}}, four{{5}, {}}, none{};
+    const std::vector<const DirectCalls*> graph = {nullptr, &one, &two, &none, &four, &none};
+    const auto reach = [&](int depth) {
+        std::vector<std::uint8_t> marked(graph.size());
+        tracetree::detail::reachable(graph, {1}, depth, marked);
+        std::vector<int> ids;
+        for (std::size_t id = 0; id < marked.size(); ++id)
+            if (marked[id] != 0) ids.push_back(static_cast<int>(id));
+        return ids;
+    };
+    CHECK(reach(0) == std::vector<int>{1});
+    CHECK(reach(1) == std::vector<int>{1, 2, 4});  // 4 runs in place of 2
+    CHECK(reach(2) == std::vector<int>{1, 2, 3, 4, 5});
 }

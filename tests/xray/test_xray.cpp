@@ -96,10 +96,9 @@ TEST_CASE("a function is patched only while a session wants it, whatever the kin
         {
             const std::shared_ptr<void> session = start();
             CHECK(sled_patched("xtest::leaf()"));
-            // Exactly the matching ones; a trace or recorder also what runs inside its captures.
-            const bool captures = kind.first == "trace" || kind.first == "recorder";
-            CHECK(sled_patched("xtest::parent()") == captures);
-            CHECK((tracetree::xray::status().patched == 1) != captures);
+            // Exactly the matching one; a trace or recorder also what it calls, and the leaf calls nothing.
+            CHECK_FALSE(sled_patched("xtest::parent()"));
+            CHECK(tracetree::xray::status().patched == 1);
             for (int i = 0; i < 7; ++i) xtest::leaf();
             CHECK(count_of("xtest::leaf()") == 7);  // during
         }
@@ -244,14 +243,99 @@ TEST_CASE("a longjmp over patched functions: they are closed at the next event, 
     CHECK(root_of("xtest::parent()") != nullptr);  // at the root again
 }
 
-TEST_CASE("a tail call ends the caller's scope; the callee runs as its sibling") {
+TEST_CASE("a function entered by a tail call shows under the caller that jumped to it, marked") {
     Recording recording;
-    tracetree::Monitor monitor(tracetree::MonitorRequest("xtest::tail_*"));
-    CHECK(xtest::tail_caller(1) >= 2);
-    xtest::leaf();
-    CHECK(tree_text() ==
-          "xtest::tail_caller() 1000\n"
-          "xtest::tail_target() 1000\n");
+    SUBCASE("a monitor of both") {
+        tracetree::Monitor monitor(tracetree::MonitorRequest("xtest::tail_*"));
+        CHECK(xtest::tail_caller(1) >= 2);
+        xtest::leaf();
+        CHECK(tree_text() ==
+              "xtest::tail_caller() 2000\n"
+              "  xtest::tail_target() [tail call] 1000\n");
+    }
+    SUBCASE("a trace of the caller's caller: the tree keeps its shape, and the calls after it stay under it") {
+        tracetree::TraceSession trace(tracetree::TraceRequest("xtest::tail_outer"));
+        xtest::tail_outer(1);
+        const auto traces = trace.collect(1s);
+        REQUIRE(traces.size() == 1);
+        CHECK(trace_text(traces[0]) ==
+              "xtest::tail_outer() 5000\n"
+              "  xtest::leaf() 1000\n"
+              "  xtest::tail_relay() 3000\n"
+              "    xtest::tail_worker() [tail call] 2000\n"
+              "      xtest::leaf() 1000\n");
+    }
+    SUBCASE("a trace of the function that jumps ends when its target returns") {
+        tracetree::TraceSession trace(tracetree::TraceRequest("xtest::tail_relay").depth(0));
+        CHECK(sled_patched("xtest::tail_worker()"));  // a tail call does not count towards the depth
+        CHECK_FALSE(sled_patched("xtest::leaf()"));
+        xtest::tail_outer(1);
+        const auto traces = trace.collect(1s);
+        REQUIRE(traces.size() == 1);
+        CHECK(trace_text(traces[0]) ==
+              "xtest::tail_relay() 3000\n"
+              "  xtest::tail_worker() [tail call] 2000\n");
+    }
+}
+
+// The names of the XRay functions patched now, sorted.
+static std::vector<std::string> patched_names() {
+    std::vector<std::string> names;
+    for (const auto& function : tracetree::xray::functions())
+        if (function.patched) names.push_back(function.name);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+TEST_CASE("a trace patches what its pattern matches and what that calls directly, to its depth") {
+    using Names = std::vector<std::string>;
+    const auto patched_by = [](int depth) {
+        tracetree::TraceSession trace(tracetree::TraceRequest("xtest::chain_top").depth(depth));
+        return patched_names();
+    };
+    CHECK(patched_by(0) == Names{"xtest::chain_top()"});
+    CHECK(patched_by(1) == Names{"xtest::chain_mid()", "xtest::chain_top()", "xtest::leaf()"});
+    const Names two = {"xtest::chain_low()", "xtest::chain_mid()", "xtest::chain_top()", "xtest::leaf()"};
+    CHECK(patched_by(2) == two);
+    {
+        tracetree::TraceSession trace(tracetree::TraceRequest("xtest::chain_top"));  // the default depth
+        CHECK(patched_names() == two);
+    }
+    const Names all = {"xtest::chain_low()", "xtest::chain_mid()", "xtest::chain_top()", "xtest::leaf()", "xtest::parent()"};
+    CHECK(patched_by(3) == all);
+    CHECK(patched_by(64) == all);
+    {
+        tracetree::FlightRecorder recorder(tracetree::RecorderRequest("xtest::chain_mid").depth(1));
+        CHECK(patched_names() == Names{"xtest::chain_low()", "xtest::chain_mid()"});
+    }
+    CHECK(patched_names().empty());
+    CHECK_THROWS_AS(tracetree::TraceSession(tracetree::TraceRequest("xtest::chain_top").depth(-1)), std::invalid_argument);
+    CHECK_THROWS_AS(tracetree::TraceSession(tracetree::TraceRequest("xtest::chain_top").depth(65)), std::invalid_argument);
+
+    // What the trace then shows: the calls down to the depth, not parent() below it; a function
+    // patched for one path (leaf(), one call down) records on every path, here under chain_low().
+    Recording recording;
+    tracetree::TraceSession trace(tracetree::TraceRequest("xtest::chain_top").depth(2));
+    xtest::chain_top();
+    const auto traces = trace.collect(1s);
+    REQUIRE(traces.size() == 1);
+    CHECK(trace_text(traces[0]) ==
+          "xtest::chain_top() 7000\n"
+          "  xtest::chain_mid() 5000\n"
+          "    xtest::chain_low() 4000\n"
+          "      xtest::leaf() 1000\n"
+          "  xtest::leaf() 1000\n");
+}
+
+TEST_CASE("a pattern that matches no function patches none, whatever the session") {
+    {
+        tracetree::TraceSession trace(tracetree::TraceRequest("xtest::no_such_function"));
+        tracetree::FlightRecorder recorder(tracetree::RecorderRequest("nothing::*"));
+        tracetree::Monitor monitor(tracetree::MonitorRequest("xtest::chain_tpo"));
+        CHECK(tracetree::xray::status().patched == 0);
+        CHECK(patched_names().empty());
+    }
+    CHECK(tracetree::xray::status().patched == 0);
 }
 
 namespace annotated {
@@ -292,4 +376,85 @@ TEST_CASE("bad input gets a clear error") {
     CHECK(tracetree::xray::status().error.empty());
     tracetree::xray::install();  // again: nothing changes
     CHECK(tracetree::xray::status().patched == 0);
+}
+
+// The names of a stack's callers, innermost first.
+static std::vector<std::string> caller_names(const tracetree::StackTrace& stack) {
+    std::vector<std::string> names;
+    for (const auto& frame : stack.callers) names.push_back(frame.name);
+    return names;
+}
+
+TEST_CASE("stack shows the machine's callers of an XRay function, patched or not, down to main") {
+    Recording recording;
+    tracetree::StackSession stack(tracetree::StackRequest("xtest::leaf"));
+    CHECK(patched_names() == std::vector<std::string>{"xtest::leaf()"});  // its callers are not patched
+    xtest::chain_top();  // chain_top -> chain_mid -> chain_low -> parent -> leaf
+    const auto stacks = stack.collect(1s);
+    REQUIRE(stacks.size() == 1);
+    CHECK(stacks[0].frames.size() == 1);  // no open scope around it
+    const std::vector<std::string> names = caller_names(stacks[0]);
+    REQUIRE(names.size() >= 6);
+    CHECK(std::vector<std::string>(names.begin(), names.begin() + 4) ==
+          std::vector<std::string>{"xtest::parent()", "xtest::chain_low()", "xtest::chain_mid()", "xtest::chain_top()"});
+    CHECK(names.back() == "main()");
+    std::ostringstream text;
+    tracetree::render(text, stacks[0]);
+    CHECK(text.str().find("    @xtest::leaf()\n        at xtest::parent()\n        at xtest::chain_low()\n") != std::string::npos);
+}
+
+TEST_CASE("stack shows the machine's callers of an annotated scope, with the lines of the annotated ones") {
+    Recording recording;
+    tracetree::StackSession stack(tracetree::StackRequest("annotated::inner"));
+    CHECK(tracetree::xray::status().patched == 0);  // annotated: nothing to patch
+    annotated::service();  // service -> outer -> xtest::call (no scope) -> inner
+    const auto stacks = stack.collect(1s);
+    REQUIRE(stacks.size() == 1);
+    const std::vector<std::string> names = caller_names(stacks[0]);
+    REQUIRE(names.size() >= 4);
+    CHECK(std::vector<std::string>(names.begin(), names.begin() + 3) ==
+          std::vector<std::string>{"xtest::call()", "annotated::outer()", "annotated::service()"});
+    CHECK(stacks[0].callers[0].line == 0);  // no scope: no line
+    CHECK(stacks[0].callers[1].file.find("test_xray.cpp") != std::string::npos);
+    CHECK(stacks[0].callers[1].line != 0);
+    CHECK(names.back() == "main()");
+    // The open scopes alone, as before: inner, outer, service.
+    REQUIRE(stacks[0].frames.size() == 3);
+    CHECK(stacks[0].frames[1].name == "annotated::outer()");
+}
+
+TEST_CASE("stack of a recursive XRay function: every level is a caller") {
+    Recording recording;
+    tracetree::StackSession stack(tracetree::StackRequest("xtest::recurse").limit(3));
+    xtest::recurse(2);  // recurse(2) -> recurse(1) -> recurse(0)
+    const auto stacks = stack.collect(1s);
+    REQUIRE(stacks.size() == 3);
+    // The innermost ends first: its callers are the two outer levels, then this test.
+    const std::vector<std::string> names = caller_names(stacks[0]);
+    REQUIRE(names.size() >= 3);
+    CHECK(names[0] == "xtest::recurse()");
+    CHECK(names[1] == "xtest::recurse()");
+    CHECK(names[2] != "xtest::recurse()");
+    CHECK(caller_names(stacks[2])[0] != "xtest::recurse()");  // the outermost
+}
+
+TEST_CASE("the library's own functions get no sleds, whatever the build's XRay flags") {
+    // This file is built with -fxray-instruction-threshold=1, so every function it compiles could get
+    // sleds; the headers keep theirs out (core/abi.hpp), except the handler's two probes.
+    tracetree::xray::install();
+    std::vector<std::string> ours;
+    for (const auto& function : tracetree::xray::functions())
+        if (function.name.rfind("tracetree::", 0) == 0)  // without the ABI's inline namespace (tracetree::v0_2::)
+            ours.push_back("tracetree::" + function.name.substr(function.name.find("::", 11) + 2));
+    const auto has = [&](const std::string& name) { return std::find(ours.begin(), ours.end(), name) != ours.end(); };
+    CHECK(has("tracetree::detail::xray_probe()"));
+    CHECK(has("tracetree::detail::xray_probe_target()"));
+    for (const char* written : {"tracetree::detail::function_name()", "tracetree::render()", "tracetree::profile()",
+                                "tracetree::detail::RuntimeImpl::begin()", "tracetree::detail::xray_mark_wanted()",
+                                "tracetree::detail::name_stack()", "tracetree::detail::direct_calls()"}) {
+        CAPTURE(written);
+        CHECK_FALSE(has(written));
+    }
+    // What is left is made by the compiler: implicit destructors and copies, lambdas' invokers.
+    MESSAGE(ours.size() << " functions of tracetree's with sleds in this binary");
 }

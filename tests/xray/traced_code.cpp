@@ -73,6 +73,39 @@ __attribute__((always_inline)) inline void spend(std::uint64_t microseconds) { n
     jump(to);
 }
 
+[[gnu::noinline]] void chain_low() {
+    spend(1);
+    parent(1);
+    g_sink = g_sink + 1;
+}
+[[gnu::noinline]] void chain_mid() {
+    spend(1);
+    chain_low();
+    g_sink = g_sink + 1;
+}
+[[gnu::noinline]] void chain_top() {
+    spend(1);
+    chain_mid();
+    leaf();
+    g_sink = g_sink + 1;
+}
+
+[[gnu::noinline]] int tail_worker(int value) {
+    spend(1);
+    leaf();
+    return value + g_sink;
+}
+[[gnu::noinline]] int tail_relay(int value) {
+    spend(1);
+    [[clang::musttail]] return tail_worker(value + 1);
+}
+[[gnu::noinline]] int tail_outer(int value) {
+    spend(1);
+    const int relayed = tail_relay(value);
+    leaf();
+    return relayed + g_sink;
+}
+
 namespace {
 [[gnu::noinline]] int hidden(int value) { return value + g_sink; }
 }  // namespace

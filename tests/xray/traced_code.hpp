@@ -21,7 +21,13 @@ void thrower(int depth);             // `depth` nested calls of itself, then thr
 void catches(int depth);             // calls thrower(depth) and catches what it throws, then leaf()
 int tail_caller(int value);          // 1 us, then a tail call of tail_target
 int tail_target(int value);          // 1 us
-void jumps_back(std::jmp_buf& to);   // leaf(), then a longjmp to `to` from a nested call
+void jumps_back(std::jmp_buf& to);
+void chain_top();                    // 1 us, chain_mid(), leaf(): three calls down to parent(1), four to leaf()
+void chain_mid();                    // 1 us, chain_low()
+void chain_low();                    // 1 us, parent(1)
+int tail_outer(int value);           // 1 us, tail_relay(), leaf()
+int tail_relay(int value);           // 1 us, then a tail call of tail_worker
+int tail_worker(int value);          // 1 us, leaf()   // leaf(), then a longjmp to `to` from a nested call
 int hidden_caller();                 // calls a function of an anonymous namespace
 std::string label(int value);        // its symbol carries an ABI tag: label[abi:cxx11](int)
 

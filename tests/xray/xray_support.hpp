@@ -71,7 +71,7 @@ inline const tracetree::Node* root_of(const std::string& name) {
     return nullptr;
 }
 
-// "name [count=N] [throws=N] total-ns", two spaces of indent per level, siblings by name: a tree's
+// "name [tail call] [count=N] [throws=N] total-ns", two spaces of indent per level, siblings by name: a tree's
 // nodes outlive reset() in the order they were first made, by earlier tests too.
 inline void node_text(std::string& out, const tracetree::Node& node, int depth);
 inline void nodes_text(std::string& out, std::vector<tracetree::Node> nodes, int depth) {
@@ -81,6 +81,7 @@ inline void nodes_text(std::string& out, std::vector<tracetree::Node> nodes, int
 inline void node_text(std::string& out, const tracetree::Node& node, int depth) {
     out.append(static_cast<std::size_t>(2 * depth), ' ');
     out += node.kind == tracetree::NodeKind::thrown ? "throw:" + node.name : node.name;
+    if (node.file == "(tail call)") out += " [tail call]";
     if (node.count != 1) out += " count=" + std::to_string(node.count);
     if (node.throws != 0) out += " throws=" + std::to_string(node.throws);
     out += " " + std::to_string(node.total.count()) + "\n";

@@ -32,7 +32,12 @@
 #include "../render.hpp"
 #include "../sessions.hpp"
 #include "../views.hpp"
+#include "../runtime/sites.hpp"   // function_name: the program's functions named as patterns see them
+#include "../runtime/symbols.hpp" // the program's functions and scopes, from its symbol table
+#include "../text/text.hpp"  // lowercase, markup, trim_ows
 
+#include <algorithm>          // std::min
+#include <cctype>             // std::tolower: the closest names to a misspelt pattern
 #include <arpa/inet.h>         // inet_pton: peer addresses and AdminOptions::allowed_peers
 #include <array>
 #include <chrono>
@@ -53,7 +58,7 @@
 
 TRACETREE_BEGIN_NAMESPACE
 
-namespace detail { namespace admin { struct TokenAccess; } }
+namespace detail { namespace admin { struct TokenAccess; struct Table; class Reader; } }
 
 // Cancels one waiting call. The host server makes one per request, keeps a shared_ptr, and calls
 // cancel() from any thread when its client goes away; the call then answers at once with what it has.
@@ -117,11 +122,22 @@ public:
 
 private:
     friend class AdminServer;  // sets server_note_
+    friend struct detail::admin::Table;  // names the endpoints' handlers
     struct Waiter;
+    using Reader = detail::admin::Reader;
     AdminResponse dispatch(const AdminRequest& request);
-    AdminResponse wait_for(const AdminRequest& request, const std::string& endpoint,
-                           const std::vector<std::pair<std::string, std::string>>& params);
-    AdminResponse recorder_endpoint(const std::string& endpoint, const std::vector<std::pair<std::string, std::string>>& params);
+    // The endpoints, one each (on_wait: trace, stack, watch and monitor); detail::admin::Table routes to them.
+    AdminResponse on_index(const AdminRequest&, const Reader&);
+    AdminResponse on_wait(const AdminRequest& request, const Reader& reader);
+    AdminResponse on_profile(const AdminRequest&, const Reader& reader);
+    AdminResponse on_timeline(const AdminRequest&, const Reader&);
+    AdminResponse on_timeline_start(const AdminRequest&, const Reader& reader);
+    AdminResponse on_timeline_stop(const AdminRequest&, const Reader& reader);
+    AdminResponse on_recorder(const AdminRequest&, const Reader& reader);
+    AdminResponse on_recorder_start(const AdminRequest&, const Reader& reader);
+    AdminResponse on_recorder_stop(const AdminRequest&, const Reader& reader);
+    AdminResponse on_reset(const AdminRequest&, const Reader& reader);
+    AdminResponse on_xray(const AdminRequest&, const Reader& reader);
     std::string index_page();
 
     const AdminOptions options_;
@@ -210,13 +226,6 @@ inline AdminResponse text(std::string body, int status = 200) {
 
 inline std::string number(double value) { return fixed(value, 3); }  // "0.5", "30", "0.001"
 
-inline int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 // application/x-www-form-urlencoded: '+' is a space, %XX a byte; nothing when an escape is malformed.
 inline std::optional<std::string> form_decode(std::string_view text) {
     std::string out;
@@ -253,16 +262,52 @@ inline void parse_form(std::string_view text, const char* what, Params& into) {
     }
 }
 
-// The parameters one endpoint takes: each read at most once; any other, or a repeated one, is a 400.
+// ---- the endpoints: one table for routing, parameter checks, the page's forms and docs/admin.md --
+
+// One parameter: how it is read and checked, with its default and bounds.
+struct Param {
+    enum Kind { text, required, flag, choice, whole, decimal };
+    enum Limit { fixed, max_n, max_timeout };  // what bounds it above: `high`, or that AdminOptions field
+    const char* name;
+    Kind kind;
+    const char* what = "";  // choice: "a|b|c", the first the default; whole, decimal: the unit; text: the docs' note
+    double fallback = 0, low = 0, high = 0;  // the default is at most the bound
+    Limit limit = fixed;
+};
+
+struct Field {  // one field of an endpoint's form on the page
+    const char* name;  // of the parameter
+    const char* label;
+    const char* value;
+};
+struct Form {  // no button: no form
+    const char* heading;  // an <h2> before it, or null
+    const char* id;       // the form's id is this and "-form", or none when null
+    std::vector<Field> fields;
+    const char* button;
+};
+
+struct Endpoint {
+    const char* name;    // below the prefix: "" is the page
+    const char* method;  // the only one it takes
+    std::vector<Param> params;  // in the order a 400 lists them
+    AdminResponse (AdminHandler::*handler)(const AdminRequest&, const Reader&);
+    Form form;
+    const char* answers;  // docs/admin.md's column
+};
+
+// The parameters one endpoint takes: each read at most once, as its Param says; any other, or a
+// repeated one, is a 400.
 class Reader {
 public:
-    Reader(const Params& params, std::vector<const char*> known) : params_(params), known_(std::move(known)) {
+    Reader(const Params& params, const Endpoint& endpoint, const AdminOptions& options)
+        : params_(params), endpoint_(endpoint), options_(options) {
         for (std::size_t i = 0; i < params_.size(); ++i) {
             bool found = false;
-            for (const char* name : known_) found = found || params_[i].first == name;
+            for (const Param& param : endpoint_.params) found = found || params_[i].first == param.name;
             if (!found) {
                 std::string list;
-                for (const char* name : known_) list += (list.empty() ? "" : ", ") + std::string(name);
+                for (const Param& param : endpoint_.params) list += (list.empty() ? "" : ", ") + std::string(param.name);
                 bad(views::plain_text(params_[i].first).substr(0, 64),
                     "unknown here" + (list.empty() ? std::string(" (this endpoint takes none)") : " (this endpoint takes: " + list + ")"));
             }
@@ -271,6 +316,7 @@ public:
         }
     }
 
+    const Endpoint& endpoint() const { return endpoint_; }
     std::optional<std::string> get(const char* name) const {
         for (const auto& param : params_)
             if (param.first == name) return param.second;
@@ -287,20 +333,25 @@ public:
         if (*value == "1") return true;
         bad(name, "must be 0 or 1");
     }
-    std::string choice(const char* name, std::vector<const char*> allowed) const {
+    std::string choice(const char* name) const {
+        const std::string_view allowed = param(name).what;
         const std::optional<std::string> value = get(name);
-        if (!value) return allowed.front();
+        if (!value) return std::string(allowed.substr(0, allowed.find('|')));
         std::string list;
-        for (const char* option : allowed) {
+        for (std::string_view rest = allowed; !rest.empty();) {
+            const std::string_view option = rest.substr(0, rest.find('|'));
             if (*value == option) return *value;
             list += (list.empty() ? "" : ", ") + std::string(option);
+            rest.remove_prefix(std::min(rest.size(), option.size() + 1));
         }
         bad(name, "must be one of " + list);
     }
-    // A decimal without sign or exponent ("10", "0.5"), from `low` to `high` inclusive.
-    double decimal(const char* name, double fallback, double low, double high, const char* unit) const {
+    // A decimal without sign or exponent ("10", "0.5").
+    double decimal(const char* name) const {
+        const Param& p = param(name);
+        const double low = p.low, high = bound(p);
         const std::optional<std::string> value = get(name);
-        if (!value) return fallback;
+        if (!value) return std::min(p.fallback, high);
         double parsed = 0, scale = 0;
         bool digits = false;
         for (const char c : *value) {
@@ -316,13 +367,15 @@ public:
             }
         }
         if (!digits || parsed < low || parsed > high)
-            bad(name, "must be a number of " + std::string(unit) + " from " + number(low) + " to " + number(high) +
+            bad(name, "must be a number of " + std::string(p.what) + " from " + number(low) + " to " + number(high) +
                           (value->empty() ? "" : ", not '" + views::plain_text(value->substr(0, 32)) + "'"));
         return parsed;
     }
-    std::uint64_t whole(const char* name, std::uint64_t fallback, std::uint64_t low, std::uint64_t high) const {
+    std::uint64_t whole(const char* name) const {
+        const Param& p = param(name);
+        const auto low = static_cast<std::uint64_t>(p.low), high = static_cast<std::uint64_t>(bound(p));
         const std::optional<std::string> value = get(name);
-        if (!value) return fallback;
+        if (!value) return std::min(static_cast<std::uint64_t>(p.fallback), high);
         std::uint64_t number = 0;
         bool ok = !value->empty() && value->size() <= 9;
         for (const char c : *value) ok = ok && c >= '0' && c <= '9' && ((number = number * 10 + static_cast<std::uint64_t>(c - '0')), true);
@@ -333,8 +386,20 @@ public:
     }
 
 private:
+    const Param& param(const char* name) const {
+        for (const Param& p : endpoint_.params)
+            if (std::string_view(p.name) == name) return p;
+        throw std::logic_error(std::string("tracetree: the admin table has no parameter ") + name);
+    }
+    double bound(const Param& p) const {
+        return p.limit == Param::max_n         ? static_cast<double>(options_.max_n)
+               : p.limit == Param::max_timeout ? std::chrono::duration<double>(options_.max_timeout).count()
+                                               : p.high;
+    }
+
     const Params& params_;
-    std::vector<const char*> known_;
+    const Endpoint& endpoint_;
+    const AdminOptions& options_;
 };
 
 inline Nanos from_seconds(double seconds) {
@@ -345,13 +410,6 @@ inline Nanos from_millis(double millis) {
 }
 
 // ---- who may ask ----------------------------------------------------------------------------------
-
-inline std::string lower(std::string_view text) {
-    std::string out(text);
-    for (char& c : out)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
-}
 
 // A Host header or an origin's authority ("127.0.0.1:80", "[::1]", "localhost") split into its name
 // and its port with the ':' ("" when there is none, ":" when it is empty); false when a bracket is
@@ -386,7 +444,7 @@ inline bool valid_port(std::string_view port) {  // none, or ':' and a number fr
 inline std::optional<std::string> host_name(std::string_view authority) {
     std::string_view name, port;
     if (!split_authority(authority, name, port) || !valid_port(port) || name.empty()) return std::nullopt;
-    return lower(name);
+    return lowercase(name);
 }
 
 inline bool allowed_host(const std::string& name, const std::vector<std::string>& allowed) {
@@ -478,21 +536,16 @@ inline bool allowed_peer(std::string_view peer, const std::vector<std::string>& 
 
 // Anything after the media type must be parameters: `; name=value`, empty ones allowed (RFC 9110).
 inline bool form_content_type(std::string_view content_type) {
-    const std::string value = lower(content_type);
+    const std::string value = lowercase(content_type);
     const std::string_view form = "application/x-www-form-urlencoded";
     if (value.compare(0, form.size(), form) != 0) return false;
     std::string_view rest = std::string_view(value).substr(form.size());
-    const auto trim = [](std::string_view part) {
-        while (!part.empty() && (part.front() == ' ' || part.front() == '\t')) part.remove_prefix(1);
-        while (!part.empty() && (part.back() == ' ' || part.back() == '\t')) part.remove_suffix(1);
-        return part;
-    };
-    rest = trim(rest);
+    rest = trim_ows(rest);
     while (!rest.empty()) {
         if (rest.front() != ';') return false;
         rest.remove_prefix(1);
         const std::size_t next = rest.find(';');
-        const std::string_view parameter = trim(rest.substr(0, next));
+        const std::string_view parameter = trim_ows(rest.substr(0, next));
         rest = next == std::string_view::npos ? std::string_view() : rest.substr(next);
         if (parameter.empty()) continue;
         const std::size_t eq = parameter.find('=');
@@ -532,7 +585,7 @@ inline std::optional<AdminResponse> check_caller(const AdminRequest& request, co
         return forbidden("Host '" + views::plain_text(host->substr(0, 64)) +
                          "' is not a loopback name nor in the allow-list (AdminOptions::allowed_hosts)");
     if (!request.origin.empty()) {
-        const std::string origin = lower(request.origin);
+        const std::string origin = lowercase(request.origin);
         std::string_view authority;
         if (origin.compare(0, 7, "http://") == 0) authority = std::string_view(origin).substr(7);
         else if (origin.compare(0, 8, "https://") == 0) authority = std::string_view(origin).substr(8);
@@ -543,7 +596,7 @@ inline std::optional<AdminResponse> check_caller(const AdminRequest& request, co
     }
     if (!options.token.empty()) {
         const std::string& header = request.authorization;
-        const bool bearer = header.size() > 7 && lower(header.substr(0, 7)) == "bearer ";
+        const bool bearer = header.size() > 7 && lowercase(header.substr(0, 7)) == "bearer ";
         std::string_view given = bearer ? std::string_view(header).substr(7) : std::string_view();
         while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
         if (!bearer || !same_secret(given, options.token)) {
@@ -571,11 +624,16 @@ void write_origin(std::ostream& out, const Value& value) {  // when and where a 
 inline void write_json(std::ostream& out, const StackTrace& stack) {
     out << '{';
     write_origin(out, stack);
-    out << ",\"frames\":[";
-    for (std::size_t i = 0; i < stack.frames.size(); ++i)
-        out << (i == 0 ? "" : ",") << "{\"name\":" << views::json_string(stack.frames[i].name)
-            << ",\"file\":" << views::json_string(stack.frames[i].file) << ",\"line\":" << std::to_string(stack.frames[i].line) << '}';
-    out << "]}";
+    const auto write_frames = [&out](const char* key, const std::vector<StackFrame>& frames) {
+        out << ",\"" << key << "\":[";
+        for (std::size_t i = 0; i < frames.size(); ++i)
+            out << (i == 0 ? "" : ",") << "{\"name\":" << views::json_string(frames[i].name)
+                << ",\"file\":" << views::json_string(frames[i].file) << ",\"line\":" << std::to_string(frames[i].line) << '}';
+        out << ']';
+    };
+    write_frames("frames", stack.frames);
+    if (!stack.callers.empty()) write_frames("callers", stack.callers);  // the machine stack (runtime/stack.hpp)
+    out << '}';
 }
 
 inline void write_json(std::ostream& out, const WatchEvent& event) {
@@ -612,19 +670,7 @@ inline void write_json_value(std::ostream& out, const MonitorInterval& interval)
 
 // ---- HTML -----------------------------------------------------------------------------------------
 
-inline std::string html(std::string_view raw) {  // text and attribute values; not UTF-8 becomes U+FFFD
-    std::string out;
-    for (const char c : views::utf8(raw)) {
-        if (c == '&') out += "&amp;";
-        else if (c == '<') out += "&lt;";
-        else if (c == '>') out += "&gt;";
-        else if (c == '"') out += "&quot;";
-        else if (c == '\'') out += "&#39;";
-        else if (views::is_control(static_cast<unsigned char>(c)) && c != '\n' && c != '\t') out += "\xEF\xBF\xBD";
-        else out += c;
-    }
-    return out;
-}
+inline std::string html(std::string_view raw) { return markup(raw, true); }
 
 // Nothing is loaded from elsewhere: no scripts at all, styles inline, forms only to this server.
 inline const char* kSecurityPolicy =
@@ -749,6 +795,77 @@ inline std::string whole(BoundedBuffer& buffer, std::size_t limit, const char* w
     return std::move(buffer.text());
 }
 
+// The names a pattern may match before anything ran: the executable's functions (as
+// TRACETREE_FUNCTION() and XRay name them) and the texts of its annotated scopes. Read once.
+inline const std::vector<std::string>& program_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> all;
+        try {
+            const FunctionTable table = function_table("/proc/self/exe", executable_bias());
+            for (const auto& function : table.functions) all.push_back(function_name(function.name.c_str()));
+            all.insert(all.end(), table.scope_texts.begin(), table.scope_texts.end());
+            std::sort(all.begin(), all.end());
+            all.erase(std::unique(all.begin(), all.end()), all.end());
+        } catch (...) {  // out of memory: nothing known, every pattern waits
+        }
+        return all;
+    }();
+    return names;
+}
+
+// Edits between two names, letters compared without case.
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
+            row[j] = std::min({above + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+// A session whose pattern matches no function of the program and no scope run so far would wait for
+// its whole timeout for nothing (a misspelt name): answered 404 at once, naming the closest names.
+// Scopes of a library loaded later, and run-time names, are known once they have run. Only in a
+// program with XRay (xray/xray.hpp) for now: elsewhere a pattern of a scope not yet run waits, as
+// the tests that hold a request open with one expect.
+inline void refuse_unknown(const std::string& text, bool regex) {
+    if (!g_xray_in_program.load(std::memory_order_relaxed)) return;
+    std::optional<Pattern> pattern;
+    try {
+        pattern.emplace(text, regex ? PatternSyntax::regex : PatternSyntax::glob);
+    } catch (const PatternError& e) {
+        bad("pattern", e.what());
+    }
+    const std::vector<std::string>& program = program_names();
+    const std::vector<std::string> seen = scope_names();
+    const auto matches = [&](const std::string& name) { return pattern->matches(name); };
+    if (std::any_of(program.begin(), program.end(), matches) || std::any_of(seen.begin(), seen.end(), matches)) return;
+    // Patterns match a name or its end after a "::" ("DBImpl::Write" matches leveldb::DBImpl::Write):
+    // the distance is to the closest of those.
+    std::vector<std::pair<std::size_t, std::string>> closest;
+    for (const auto* names : {&program, &seen})
+        for (const std::string& name : *names) {
+            if (name.size() > 4 * text.size() + 64) continue;
+            std::size_t best = edit_distance(text, name);
+            for (std::size_t at = name.find("::"); at != std::string::npos; at = name.find("::", at + 2))
+                best = std::min(best, edit_distance(text, std::string_view(name).substr(at + 2)));
+            closest.emplace_back(best, name);
+        }
+    std::sort(closest.begin(), closest.end());
+    closest.erase(std::unique(closest.begin(), closest.end()), closest.end());
+    std::string message = "pattern '" + views::plain_text(text) + "' matches no function of the program and no scope run so far";
+    for (std::size_t i = 0; i < closest.size() && i < 3; ++i)
+        message += (i == 0 ? "; closest: " : ", ") + views::plain_text(closest[i].second);
+    refuse(404, message);
+}
+
 }  // namespace admin
 }  // namespace detail
 
@@ -807,6 +924,111 @@ struct AdminHandler::Waiter {
         return cancelled;
     }
 };
+
+namespace detail {
+namespace admin {
+
+// Every endpoint, in docs/admin.md's order. tests/admin/test_admin.cpp checks that the docs' list is
+// this table's.
+struct Table {
+    static const std::vector<Endpoint>& endpoints() {
+        using H = AdminHandler;
+        const Param pattern{"pattern", Param::required}, regex{"regex", Param::flag};
+        const Param cost{"cost", Param::decimal, "milliseconds", 0, 0, 3600000};
+        const Param n{"n", Param::whole, "", 1, 1, 0, Param::max_n};
+        const Param timeout{"timeout", Param::decimal, "seconds", 30, 0.001, 0, Param::max_timeout};
+        const Param all_formats{"format", Param::choice, "text|json|html"}, page_format{"format", Param::choice, "text|html"};
+        const Param depth{"depth", Param::whole,
+                          "call levels: the XRay functions patched below a matching one, [docs/xray.md](xray.md#what-a-session-patches)",
+                          double{kDefaultCallDepth}, 0, double{kMaxCallDepth}};
+        const Field pattern_field{"pattern", "pattern", ""}, regex_field{"regex", "regex", ""};
+        const Field cost_field{"cost", "min cost (ms)", "0"}, n_field{"n", "n", "1"}, timeout_field{"timeout", "timeout (s)", "30"};
+        static const std::vector<Endpoint> table = {
+            {"", "GET", {}, &H::on_index, {}, "the HTML page (below)"},
+            {"trace", "GET", {pattern, regex, n, all_formats, cost, timeout, depth}, &H::on_wait,
+             {"Trace: the call tree of the next slow invocations (Arthas <code>trace</code>)", "trace",
+              {pattern_field, regex_field, cost_field, n_field, timeout_field}, "Trace"},
+             "Arthas `trace pattern '#cost > cost' -n n`: the call tree of each of the next `n` outermost invocations costing "
+             "at least `cost`, then Arthas's closing line, or `Timed out after S s: k of n invocation(s) of 'P' costing at "
+             "least C ms.`, or `Cancelled after ...`"},
+            {"stack", "GET", {pattern, regex, n, all_formats, cost, timeout}, &H::on_wait,
+             {"Stack: who calls it (Arthas <code>stack</code>)", "stack",
+              {pattern_field, regex_field, cost_field, n_field, timeout_field}, "Stack"},
+             "Arthas `stack`: who called each invocation, innermost first: the machine stack at its start (JSON: `callers`; "
+             "`frames` are the open scopes), down to `main` or the thread's entry"},
+            {"watch", "GET",
+             {pattern, regex, n, all_formats, cost, timeout,
+              {"values", Param::text, "a,b: the `TRACETREE_WATCH` names to keep; all"}},
+             &H::on_wait,
+             {"Watch: the values it saw (Arthas <code>watch</code>)", "watch",
+              {pattern_field, regex_field, {"values", "values (a,b)", ""}, n_field, timeout_field}, "Watch"},
+             "Arthas `watch`: `method=... location=AtExit` and `result=@Values[...]` per invocation"},
+            {"monitor", "GET",
+             {pattern, regex, n, all_formats, {"interval", Param::decimal, "seconds", 1, 0.001, 0, Param::max_timeout}},
+             &H::on_wait,
+             {"Monitor: calls per interval (Arthas <code>monitor</code>)", "monitor",
+              {pattern_field, regex_field, {"interval", "interval (s)", "1"}, {"n", "intervals", "5"}}, "Monitor"},
+             "Arthas `monitor -c interval -n n` (`interval * n` at most `max_timeout`): one table per interval (timestamp, "
+             "class, method, total, success, fail, avg/min/max-rt, fail-rate), a row per matching scope called in it; "
+             "returned when the last interval ends"},
+            {"profile", "GET", {{"format", Param::choice, "text|human|folded|svg|json|html"}, {"threads", Param::flag}},
+             &H::on_profile, {},
+             "the cumulative profile, merged or per thread: Arthas text, the aligned table, folded stacks (flamegraph.pl, "
+             "speedscope), an SVG flame graph, JSON that `read_profile_json` loads"},
+            {"reset", "POST", {page_format}, &H::on_reset, {nullptr, "reset", {}, "Reset the profile"}, "forgets the profile"},
+            {"timeline/start", "POST", {{"max_spans", Param::whole, "spans per thread", 65536, 1, 16777216}, page_format},
+             &H::on_timeline_start, {nullptr, nullptr, {{"max_spans", "max spans per thread", "65536"}}, "Start"},
+             "starts the timeline (every scope takes the slow path while it runs)"},
+            {"timeline/stop", "POST", {page_format}, &H::on_timeline_stop, {nullptr, nullptr, {}, "Stop"},
+             "stops it; what it recorded stays readable"},
+            {"timeline", "GET", {}, &H::on_timeline, {}, "Chrome trace-event JSON for ui.perfetto.dev or chrome://tracing"},
+            {"recorder/start", "POST",
+             {pattern, regex, cost, {"keep", Param::whole, "traces", 16, 1, 1000}, depth, page_format}, &H::on_recorder_start,
+             {nullptr, "recorder", {pattern_field, regex_field, {"cost", "min cost (ms)", "10"}, {"keep", "keep", "16"}}, "Start"},
+             "starts the flight recorder: every matching invocation costing at least `cost` is captured, the newest "
+             "`keep` kept; 409 while one runs"},
+            {"recorder/stop", "POST", {page_format}, &H::on_recorder_stop, {nullptr, nullptr, {}, "Stop"},
+             "stops it (409 if none runs); its traces stay readable until the next start"},
+            {"recorder", "GET", {all_formats}, &H::on_recorder, {},
+             "the kept traces, oldest first, as Arthas trees, after a line with the counts (recorded, kept, evicted); "
+             "200 with a hint when none was started"},
+            // Its form is on the page only in a program with XRay, and searches all: index_page writes it.
+            {"xray", "GET", {{"search", Param::text, "a pattern over names; `*`"}, regex, {"all", Param::flag}, all_formats},
+             &H::on_xray, {},
+             "in a program with XRay: how many functions are instrumented, patchable and patched now, then one line per "
+             "matching function (at most 1000): `patched`/`idle`/`never` (not patchable), its name, and the running sessions "
+             "that patch it (`by trace 'db::DB::Write' (depth 2)`); `all=1` for the idle ones too. Without XRay: a line saying so"},
+        };
+        return table;
+    }
+
+    // The endpoint's form on the page, its heading first; `prefix` is already HTML.
+    static std::string form(const std::string& prefix, const char* name) {
+        const Endpoint* endpoint = nullptr;
+        for (const Endpoint& candidate : endpoints())
+            if (std::string_view(candidate.name) == name) endpoint = &candidate;
+        const Form& form = endpoint->form;
+        std::string out = form.heading == nullptr ? "" : std::string("<h2>") + form.heading + "</h2>\n";
+        out += "<form method=\"" + lowercase(endpoint->method) + "\" action=\"" + prefix + '/' + name + '"' +
+               (form.id == nullptr ? "" : " id=\"" + std::string(form.id) + "-form\"") + '>';
+        for (const Field& field : form.fields) {
+            Param::Kind kind = Param::text;
+            for (const Param& param : endpoint->params)
+                if (std::string_view(param.name) == field.name) kind = param.kind;
+            if (kind == Param::flag)
+                out += std::string("<label><input type=\"checkbox\" name=\"") + field.name + "\" value=\"1\"> " + field.label + "</label> ";
+            else
+                out += std::string("<label>") + field.label + " <input type=\"text\" name=\"" + field.name + "\" value=\"" +
+                       field.value + "\"" + (kind == Param::whole || kind == Param::decimal ? " class=\"n\"" : "") + "></label>" +
+                       (kind == Param::required ? " " : "");
+        }
+        return out + "<input type=\"hidden\" name=\"format\" value=\"html\">" + (form.fields.empty() ? "" : " ") +
+               "<button type=\"submit\">" + form.button + "</button></form>\n";
+    }
+};
+
+}  // namespace admin
+}  // namespace detail
 
 // ---- definitions ------------------------------------------------------------------------------
 
@@ -928,17 +1150,8 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
     std::string endpoint = path.substr(options_.prefix.size());
     if (!endpoint.empty() && endpoint.front() == '/') endpoint.erase(0, 1);
 
-    struct Route {
-        const char* name;
-        const char* method;
-    };
-    static const Route routes[] = {{"", "GET"},          {"trace", "GET"},          {"stack", "GET"},
-                                   {"watch", "GET"},     {"monitor", "GET"},        {"profile", "GET"},
-                                   {"timeline", "GET"},  {"timeline/start", "POST"}, {"timeline/stop", "POST"},
-                                   {"recorder", "GET"},  {"recorder/start", "POST"}, {"recorder/stop", "POST"},
-                                   {"reset", "POST"}};
-    const Route* route = nullptr;
-    for (const Route& candidate : routes)
+    const Endpoint* route = nullptr;
+    for (const Endpoint& candidate : Table::endpoints())
         if (endpoint == candidate.name) route = &candidate;
     if (route == nullptr)
         refuse(404, "no endpoint '" + detail::views::plain_text(endpoint.substr(0, 64)) + "'; the index " +
@@ -958,98 +1171,94 @@ inline AdminResponse AdminHandler::dispatch(const AdminRequest& request) {
         parse_form(request.body, "body", params);
     }
 
-    if (endpoint.empty()) {
-        Reader{params, {}};
-        return html_response(index_page());
+    const Reader reader(params, *route, options_);
+    return (this->*route->handler)(request, reader);
+}
+
+inline AdminResponse AdminHandler::on_index(const AdminRequest&, const Reader&) {
+    return detail::admin::html_response(index_page());
+}
+
+inline AdminResponse AdminHandler::on_profile(const AdminRequest&, const Reader& reader) {
+    using namespace detail::admin;
+    const std::string format = reader.choice("format");
+    const bool threads = reader.flag("threads");
+    Profile profile = tracetree::profile();
+    if (!threads && format != "svg" && format != "folded") {  // merged in place: no second copy of the threads
+        ThreadProfile all = profile.merged();
+        profile.threads.clear();
+        profile.threads.push_back(std::move(all));
     }
-    if (endpoint == "trace" || endpoint == "stack" || endpoint == "watch" || endpoint == "monitor")
-        return wait_for(request, endpoint, params);
-    if (endpoint.compare(0, 8, "recorder") == 0) return recorder_endpoint(endpoint, params);
-    if (endpoint == "profile") {
-        const Reader reader(params, {"format", "threads"});
-        const std::string format = reader.choice("format", {"text", "human", "folded", "svg", "json", "html"});
-        const bool threads = reader.flag("threads");
-        Profile profile = tracetree::profile();
-        if (!threads && format != "svg" && format != "folded") {  // merged in place: no second copy of the threads
-            ThreadProfile all = profile.merged();
-            profile.threads.clear();
-            profile.threads.push_back(std::move(all));
-        }
-        const Profile& shown = profile;
-        // Held to max_body as a call's values are: the writers run whole, the buffer keeps what fits.
-        BoundedBuffer kept(options_.max_body);
-        std::ostream out(&kept);
-        if (format == "svg" || format == "folded") {
-            FlameGraphOptions svg;
-            svg.thread_frames = threads;
-            FoldedOptions folded;
-            folded.thread_frames = threads;
-            if (format == "svg") write_flamegraph_svg(out, profile, svg);
-            else write_folded(out, profile, folded);
-            return format == "svg" ? response("image/svg+xml", whole(kept, options_.max_body, "the flame graph"))
-                                   : text(cut_lines(kept, options_.max_body, "the folded stacks"));
-        }
-        if (format == "json") {
-            tracetree::write_json(out, shown);
-            return response("application/json", whole(kept, options_.max_body, "the profile's JSON"));
-        }
-        if (format == "human") render_human(out, shown);
-        else render(out, shown, RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
-        return answer(format, options_.prefix, "profile", cut_lines(kept, options_.max_body, "the profile"), "");
+    const Profile& shown = profile;
+    // Held to max_body as a call's values are: the writers run whole, the buffer keeps what fits.
+    BoundedBuffer kept(options_.max_body);
+    std::ostream out(&kept);
+    if (format == "svg" || format == "folded") {
+        FlameGraphOptions svg;
+        svg.thread_frames = threads;
+        FoldedOptions folded;
+        folded.thread_frames = threads;
+        if (format == "svg") write_flamegraph_svg(out, profile, svg);
+        else write_folded(out, profile, folded);
+        return format == "svg" ? response("image/svg+xml", whole(kept, options_.max_body, "the flame graph"))
+                               : text(cut_lines(kept, options_.max_body, "the folded stacks"));
     }
-    if (endpoint == "timeline") {
-        Reader{params, {}};
-        std::ostringstream out;
-        write_chrome_trace(out, tracetree::timeline());
-        return response("application/json", out.str());
+    if (format == "json") {
+        tracetree::write_json(out, shown);
+        return response("application/json", whole(kept, options_.max_body, "the profile's JSON"));
     }
-    if (endpoint == "timeline/start") {
-        const Reader reader(params, {"max_spans", "format"});
-        const std::string format = reader.choice("format", {"text", "html"});
-        const std::uint64_t spans = reader.whole("max_spans", 65536, 1, 16777216);
-        start_timeline(static_cast<std::size_t>(spans));
-        return answer(format, options_.prefix, "timeline",
-                      "timeline started: at most " + std::to_string(spans) + " spans per thread; GET " + options_.prefix +
-                          "/timeline for Chrome/Perfetto JSON\n",
-                      "");
-    }
-    if (endpoint == "timeline/stop") {
-        const Reader reader(params, {"format"});
-        const std::string format = reader.choice("format", {"text", "html"});
-        stop_timeline();
-        return answer(format, options_.prefix, "timeline", "timeline stopped (what it recorded stays readable)\n", "");
-    }
-    // reset
-    const Reader reader(params, {"format"});
-    const std::string format = reader.choice("format", {"text", "html"});
+    if (format == "human") render_human(out, shown);
+    else render(out, shown, RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
+    return answer(format, options_.prefix, "profile", cut_lines(kept, options_.max_body, "the profile"), "");
+}
+
+inline AdminResponse AdminHandler::on_timeline(const AdminRequest&, const Reader&) {
+    std::ostringstream out;
+    write_chrome_trace(out, tracetree::timeline());
+    return detail::admin::response("application/json", out.str());
+}
+
+inline AdminResponse AdminHandler::on_timeline_start(const AdminRequest&, const Reader& reader) {
+    const std::string format = reader.choice("format");
+    const std::uint64_t spans = reader.whole("max_spans");
+    start_timeline(static_cast<std::size_t>(spans));
+    return detail::admin::answer(format, options_.prefix, "timeline",
+                                 "timeline started: at most " + std::to_string(spans) + " spans per thread; GET " +
+                                     options_.prefix + "/timeline for Chrome/Perfetto JSON\n",
+                                 "");
+}
+
+inline AdminResponse AdminHandler::on_timeline_stop(const AdminRequest&, const Reader& reader) {
+    const std::string format = reader.choice("format");
+    stop_timeline();
+    return detail::admin::answer(format, options_.prefix, "timeline", "timeline stopped (what it recorded stays readable)\n", "");
+}
+
+inline AdminResponse AdminHandler::on_reset(const AdminRequest&, const Reader& reader) {
+    const std::string format = reader.choice("format");
     tracetree::reset();
-    return answer(format, options_.prefix, "reset", "profile reset: every thread starts counting again\n", "");
+    return detail::admin::answer(format, options_.prefix, "reset", "profile reset: every thread starts counting again\n", "");
 }
 
 // trace, stack, watch and monitor: start a session, wait for its values, answer with them.
-inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const std::string& endpoint,
-                                            const detail::admin::Params& params) {
+inline AdminResponse AdminHandler::on_wait(const AdminRequest& request, const Reader& reader) {
     using namespace detail::admin;
+    const std::string endpoint = reader.endpoint().name;
     const bool is_monitor = endpoint == "monitor";
-    std::vector<const char*> known = {"pattern", "regex", "n", "format"};
-    if (is_monitor) known.push_back("interval");
-    else known.insert(known.end(), {"cost", "timeout"});
-    if (endpoint == "watch") known.push_back("values");
-    const Reader reader(params, known);
     const std::string pattern = reader.required("pattern");
     const bool regex = reader.flag("regex");
-    const std::string format = reader.choice("format", {"text", "json", "html"});
+    const std::string format = reader.choice("format");
     const double max_seconds = std::chrono::duration<double>(options_.max_timeout).count();
-    const std::uint64_t n = reader.whole("n", 1, 1, options_.max_n);
-    const double cost_ms = is_monitor ? 0 : reader.decimal("cost", 0, 0, 3600000, "milliseconds");
+    const std::uint64_t n = reader.whole("n");
+    const double cost_ms = is_monitor ? 0 : reader.decimal("cost");
     double seconds = 0;
     if (is_monitor) {
-        const double interval = reader.decimal("interval", 1, 0.001, max_seconds, "seconds");
+        const double interval = reader.decimal("interval");
         if (interval * static_cast<double>(n) > max_seconds)
             bad("n", "interval * n must be at most " + number(max_seconds) + " s (AdminOptions::max_timeout)");
         seconds = interval;
     } else {
-        seconds = reader.decimal("timeout", std::min(30.0, max_seconds), 0.001, max_seconds, "seconds");
+        seconds = reader.decimal("timeout");
     }
     std::vector<std::string> value_names;
     if (const std::optional<std::string> names = endpoint == "watch" ? reader.get("values") : std::nullopt) {
@@ -1064,6 +1273,9 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
             list.remove_prefix(comma + 1);
         }
     }
+
+    const int depth = endpoint == "trace" ? static_cast<int>(reader.whole("depth")) : detail::kDefaultCallDepth;  // only trace takes it
+    refuse_unknown(pattern, regex);
 
     Waiter waiter(*this, request.cancel.get());
     const auto started = std::chrono::steady_clock::now();
@@ -1117,7 +1329,7 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
     };
 
     if (endpoint == "trace") {
-        auto session = open([&] { return TraceSession(TraceRequest(pattern).regex(regex).min_cost(min_cost).limit(n)); });
+        auto session = open([&] { return TraceSession(TraceRequest(pattern).regex(regex).min_cost(min_cost).limit(n).depth(depth)); });
         collect(session);
     } else if (endpoint == "stack") {
         auto session = open([&] { return StackSession(StackRequest(pattern).regex(regex).min_cost(min_cost).limit(n)); });
@@ -1165,46 +1377,98 @@ inline AdminResponse AdminHandler::wait_for(const AdminRequest& request, const s
     return answer(format, options_.prefix, endpoint + " " + pattern, body, "");
 }
 
-inline AdminResponse AdminHandler::recorder_endpoint(const std::string& endpoint, const detail::admin::Params& params) {
+// The program's XRay functions (xray/xray.hpp): how many, which are patched now and for which
+// sessions, and a search by pattern over their names.
+inline AdminResponse AdminHandler::on_xray(const AdminRequest&, const Reader& reader) {
+    using namespace detail::admin;
+    const std::string search = reader.get("search").value_or("*");
+    const bool regex = reader.flag("regex");
+    const bool all = reader.flag("all");  // every match, not only the patched ones
+    const std::string format = reader.choice("format");
+    std::optional<Pattern> pattern;
+    try {
+        pattern.emplace(search, regex ? PatternSyntax::regex : PatternSyntax::glob);
+    } catch (const PatternError& e) {
+        bad("search", e.what());
+    }
+    auto* const rows_of = detail::g_xray_rows.load();
+    if (rows_of == nullptr)
+        return answer(format, options_.prefix, "xray", "XRay: not in this program (docs/xray.md: build with clang++ -fxray-instrument and include tracetree/xray/xray.hpp)\n",
+                      "{\"xray\":false}");
+    std::vector<detail::XRayRow> rows;
+    try {
+        rows_of(rows);
+    } catch (const std::exception& e) {
+        refuse(503, std::string("XRay: ") + e.what());
+    }
+    std::size_t patchable = 0, patched = 0, shown = 0;
+    std::ostringstream plain, json;
+    json << "{\"xray\":true,\"functions\":[";
+    for (const detail::XRayRow& row : rows) {
+        patchable += row.patchable;
+        patched += row.patched;
+        // Names as patterns see them: without "()".
+        if (!pattern->matches(row.name.substr(0, row.name.size() - 2)) || (!all && !row.patched) || shown == 1000) continue;
+        plain << (row.patched ? "patched    " : row.patchable ? "idle       " : "never      ") << row.name;
+        if (!row.wanted_by.empty()) plain << "  by " << row.wanted_by;
+        plain << '\n';
+        json << (shown == 0 ? "" : ",") << "{\"name\":" << detail::views::json_string(row.name) << ",\"patchable\":" << (row.patchable ? "true" : "false")
+             << ",\"patched\":" << (row.patched ? "true" : "false") << ",\"wanted_by\":" << detail::views::json_string(row.wanted_by) << '}';
+        ++shown;
+    }
+    json << "],\"instrumented\":" << rows.size() << ",\"patchable\":" << patchable << ",\"patched\":" << patched << '}';
+    const std::string head = "XRay: " + std::to_string(rows.size()) + " functions instrumented, " + std::to_string(patchable) +
+                             " patchable, " + std::to_string(patched) + " patched now; " + std::to_string(shown) + " shown (" +
+                             (all ? "all" : "patched") + " matching '" + detail::views::plain_text(search) + "'" +
+                             (shown == 1000 ? ", the first 1000" : "") + "; all=1 for idle ones too)\n";
+    return answer(format, options_.prefix, "xray", head + plain.str(), json.str());
+}
+
+inline AdminResponse AdminHandler::on_recorder_start(const AdminRequest&, const Reader& reader) {
     using namespace detail::admin;
     std::lock_guard<std::mutex> lock(recorder_mutex_);
-    if (endpoint == "recorder/start") {
-        const Reader reader(params, {"pattern", "regex", "cost", "keep", "format"});
-        const std::string pattern = reader.required("pattern");
-        const bool regex = reader.flag("regex");
-        const double cost_ms = reader.decimal("cost", 0, 0, 3600000, "milliseconds");
-        const std::uint64_t keep = reader.whole("keep", 16, 1, 1000);
-        const std::string format = reader.choice("format", {"text", "html"});
-        if (recorder_running_)
-            refuse(409, "a flight recorder is running for '" + detail::views::plain_text(recorder_pattern_) + "'; POST " +
-                            options_.prefix + "/recorder/stop first");
-        try {
-            recorder_.emplace(RecorderRequest(pattern).regex(regex).min_cost(from_millis(cost_ms)).keep(static_cast<std::size_t>(keep)));
-        } catch (const PatternError& e) {
-            bad("pattern", e.what());
-        } catch (const std::invalid_argument& e) {
-            refuse(503, e.what(), {{"Retry-After", "1"}});
-        }
-        recorder_pattern_ = pattern;
-        recorder_cost_ = from_millis(cost_ms);
-        recorder_running_ = true;
-        return answer(format, options_.prefix, "flight recorder",
-                      "flight recorder started: keeps the last " + std::to_string(keep) + " invocation(s) of '" +
-                          detail::views::plain_text(pattern) + "' costing at least " + number(cost_ms) + " ms; GET " +
-                          options_.prefix + "/recorder shows them\n",
-                      "");
+    const std::string pattern = reader.required("pattern");
+    const bool regex = reader.flag("regex");
+    const double cost_ms = reader.decimal("cost");
+    const std::uint64_t keep = reader.whole("keep");
+    const int depth = static_cast<int>(reader.whole("depth"));
+    const std::string format = reader.choice("format");
+    refuse_unknown(pattern, regex);
+    if (recorder_running_)
+        refuse(409, "a flight recorder is running for '" + detail::views::plain_text(recorder_pattern_) + "'; POST " +
+                        options_.prefix + "/recorder/stop first");
+    try {
+        recorder_.emplace(RecorderRequest(pattern).regex(regex).min_cost(from_millis(cost_ms)).keep(static_cast<std::size_t>(keep)).depth(depth));
+    } catch (const PatternError& e) {
+        bad("pattern", e.what());
+    } catch (const std::invalid_argument& e) {
+        refuse(503, e.what(), {{"Retry-After", "1"}});
     }
-    if (endpoint == "recorder/stop") {
-        const Reader reader(params, {"format"});
-        const std::string format = reader.choice("format", {"text", "html"});
-        if (!recorder_running_) refuse(409, "no flight recorder is running");
-        recorder_->stop();
-        recorder_running_ = false;
-        return answer(format, options_.prefix, "flight recorder",
-                      "flight recorder stopped; the traces it kept stay readable until the next start\n", "");
-    }
-    const Reader reader(params, {"format"});
-    const std::string format = reader.choice("format", {"text", "json", "html"});
+    recorder_pattern_ = pattern;
+    recorder_cost_ = from_millis(cost_ms);
+    recorder_running_ = true;
+    return answer(format, options_.prefix, "flight recorder",
+                  "flight recorder started: keeps the last " + std::to_string(keep) + " invocation(s) of '" +
+                      detail::views::plain_text(pattern) + "' costing at least " + number(cost_ms) + " ms; GET " +
+                      options_.prefix + "/recorder shows them\n",
+                  "");
+}
+
+inline AdminResponse AdminHandler::on_recorder_stop(const AdminRequest&, const Reader& reader) {
+    using namespace detail::admin;
+    std::lock_guard<std::mutex> lock(recorder_mutex_);
+    const std::string format = reader.choice("format");
+    if (!recorder_running_) refuse(409, "no flight recorder is running");
+    recorder_->stop();
+    recorder_running_ = false;
+    return answer(format, options_.prefix, "flight recorder",
+                  "flight recorder stopped; the traces it kept stay readable until the next start\n", "");
+}
+
+inline AdminResponse AdminHandler::on_recorder(const AdminRequest&, const Reader& reader) {
+    using namespace detail::admin;
+    std::lock_guard<std::mutex> lock(recorder_mutex_);
+    const std::string format = reader.choice("format");
     std::ostringstream text_out, json;
     std::vector<Trace> kept;
     json << "{\"format\":\"tracetree-admin\",\"kind\":\"recorder\",\"running\":" << (recorder_running_ ? "true" : "false");
@@ -1266,28 +1530,8 @@ inline std::string AdminHandler::index_page() {
         if (!note.empty()) body << "<p id=\"listener\" class=\"note\">" << html(note) << ".</p>\n";
     }
 
-    const auto field = [](const char* label, const char* name, const char* value, const char* css = "") {
-        return std::string("<label>") + label + " <input type=\"text\" name=\"" + name + "\" value=\"" + value + "\"" +
-               (*css != '\0' ? std::string(" class=\"") + css + "\"" : std::string()) + "></label>";
-    };
-    const std::string regex = "<label><input type=\"checkbox\" name=\"regex\" value=\"1\"> regex</label>";
-    const auto wait_form = [&](const char* endpoint, const char* title, const std::string& extra, const char* button) {
-        body << "<h2>" << title << "</h2>\n<form method=\"get\" action=\"" << p << '/' << endpoint << "\" id=\"" << endpoint
-             << "-form\">" << field("pattern", "pattern", "") << ' ' << regex << ' ' << extra
-             << "<input type=\"hidden\" name=\"format\" value=\"html\"> <button type=\"submit\">" << button
-             << "</button></form>\n";
-    };
-    wait_form("trace", "Trace: the call tree of the next slow invocations (Arthas <code>trace</code>)",
-              field("min cost (ms)", "cost", "0", "n") + field("n", "n", "1", "n") + field("timeout (s)", "timeout", "30", "n"),
-              "Trace");
-    wait_form("stack", "Stack: who calls it (Arthas <code>stack</code>)",
-              field("min cost (ms)", "cost", "0", "n") + field("n", "n", "1", "n") + field("timeout (s)", "timeout", "30", "n"),
-              "Stack");
-    wait_form("watch", "Watch: the values it saw (Arthas <code>watch</code>)",
-              field("values (a,b)", "values", "", "") + field("n", "n", "1", "n") + field("timeout (s)", "timeout", "30", "n"),
-              "Watch");
-    wait_form("monitor", "Monitor: calls per interval (Arthas <code>monitor</code>)",
-              field("interval (s)", "interval", "1", "n") + field("intervals", "n", "5", "n"), "Monitor");
+    using detail::admin::Table;
+    for (const char* name : {"trace", "stack", "watch", "monitor"}) body << Table::form(p, name);
 
     body << "<h2>Profile: everything recorded since the start or the last reset</h2>\n<p>"
          << "<a href=\"" << p << "/profile?format=html\">Arthas text</a> &middot; "
@@ -1324,22 +1568,20 @@ inline std::string AdminHandler::index_page() {
             body << "<p class=\"note\">None started.</p>\n";
     }
     body << "<p><a href=\"" << p << "/recorder?format=html\">the kept traces</a> &middot; <a href=\"" << p
-         << "/recorder?format=json\">JSON</a></p>\n<form method=\"post\" action=\"" << p << "/recorder/start\" id=\"recorder-form\">"
-         << field("pattern", "pattern", "") << ' ' << regex << ' ' << field("min cost (ms)", "cost", "10", "n")
-         << field("keep", "keep", "16", "n")
-         << "<input type=\"hidden\" name=\"format\" value=\"html\"> <button type=\"submit\">Start</button></form>\n"
-         << "<form method=\"post\" action=\"" << p << "/recorder/stop\"><input type=\"hidden\" name=\"format\" value=\"html\">"
-         << "<button type=\"submit\">Stop</button></form>\n";
+         << "/recorder?format=json\">JSON</a></p>\n"
+         << Table::form(p, "recorder/start") << Table::form(p, "recorder/stop");
+
+    if (detail::g_xray_rows.load() != nullptr)  // a program with XRay (xray/xray.hpp)
+        body << "<h2>XRay: functions nobody annotated</h2>\n<p><a href=\"" << p << "/xray?format=html\">patched now</a>, and by which "
+             << "session &middot; <a href=\"" << p << "/xray?format=json\">JSON</a></p>\n<form method=\"get\" action=\"" << p
+             << "/xray\"><label>search <input type=\"text\" name=\"search\" value=\"*\"></label> <input type=\"hidden\" name=\"all\" value=\"1\">"
+             << "<input type=\"hidden\" name=\"format\" value=\"html\"> <button type=\"submit\">Search</button></form>\n";
 
     body << "<h2>Timeline: every scope with its start, for Perfetto</h2>\n<p><a href=\"" << p
          << "/timeline\">Chrome trace JSON</a> (open it in ui.perfetto.dev or chrome://tracing)</p>\n"
-         << "<form method=\"post\" action=\"" << p << "/timeline/start\">" << field("max spans per thread", "max_spans", "65536", "n")
-         << "<input type=\"hidden\" name=\"format\" value=\"html\"> <button type=\"submit\">Start</button></form>\n"
-         << "<form method=\"post\" action=\"" << p << "/timeline/stop\"><input type=\"hidden\" name=\"format\" value=\"html\">"
-         << "<button type=\"submit\">Stop</button></form>\n";
+         << Table::form(p, "timeline/start") << Table::form(p, "timeline/stop");
 
-    body << "<h2>Reset</h2>\n<form method=\"post\" action=\"" << p << "/reset\" id=\"reset-form\">"
-         << "<input type=\"hidden\" name=\"format\" value=\"html\"><button type=\"submit\">Reset the profile</button></form>\n";
+    body << "<h2>Reset</h2>\n" << Table::form(p, "reset");
     return detail::admin::page("tracetree", body.str());
 }
 

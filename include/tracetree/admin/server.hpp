@@ -148,11 +148,8 @@ inline std::string header_value(std::string_view head, std::string_view name, in
         const std::string_view line = head.substr(at + 2, end - at - 2);
         at = end;
         const std::size_t colon = line.find(':');
-        if (colon == std::string_view::npos || lower(line.substr(0, colon)) != name) continue;
-        std::string_view v = line.substr(colon + 1);
-        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-        if (count++ == 0) value = std::string(v);
+        if (colon == std::string_view::npos || lowercase(line.substr(0, colon)) != name) continue;
+        if (count++ == 0) value = std::string(trim_ows(line.substr(colon + 1)));
     }
     return value;
 }

@@ -31,8 +31,18 @@
 // v0_2, v0_2_debug, v0_2_cxx98, v0_2_libcxx1, ... (recorder.hpp checks the version against core/version.hpp's)
 #define TRACETREE_ABI TRACETREE_DETAIL_CAT(TRACETREE_DETAIL_CAT(v0_2, TRACETREE_DETAIL_STDLIB_ABI), TRACETREE_DETAIL_DEBUG_ABI)
 #define TRACETREE_DETAIL_ABI_NAME TRACETREE_DETAIL_STRING(TRACETREE_ABI)  // "v0_2", ...: in the anchors' names
-#define TRACETREE_BEGIN_NAMESPACE namespace tracetree { inline namespace TRACETREE_ABI {
-#define TRACETREE_END_NAMESPACE } }
+// Every function the headers define is kept out of XRay (docs/xray.md): a file that includes them,
+// built with -fxray-instrument, would otherwise give hundreds of the recorder's own functions sleds,
+// which every "patch everything" writes and unwrites, and which the handler would call into.
+#if defined(__clang__)
+#define TRACETREE_DETAIL_NO_XRAY_BEGIN _Pragma("clang attribute push(__attribute__((xray_never_instrument)), apply_to = function)")
+#define TRACETREE_DETAIL_NO_XRAY_END _Pragma("clang attribute pop")
+#else
+#define TRACETREE_DETAIL_NO_XRAY_BEGIN
+#define TRACETREE_DETAIL_NO_XRAY_END
+#endif
+#define TRACETREE_BEGIN_NAMESPACE TRACETREE_DETAIL_NO_XRAY_BEGIN namespace tracetree { inline namespace TRACETREE_ABI {
+#define TRACETREE_END_NAMESPACE } } TRACETREE_DETAIL_NO_XRAY_END
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TRACETREE_DETAIL_INLINE __attribute__((always_inline)) inline  // the fast path stays in the caller

@@ -31,6 +31,7 @@
 #include "../sessions.hpp"      // FlightRecorder, Trace
 #include "tracecontext.hpp"  // the ids and the annotation keys adopt() sets
 #include "../views.hpp"         // detail::views::json_string: the library's one JSON string writer
+#include "../text/text.hpp"      // lowercase, trim_ows
 
 #include <algorithm>
 #include <atomic>
@@ -568,13 +569,6 @@ inline long receive(int fd, std::string& buffer, std::size_t limit, Clock::time_
     }
 }
 
-inline std::string lowercase(std::string_view text) {
-    std::string out(text);
-    for (char& c : out)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
-}
-
 inline std::optional<std::uint64_t> decimal(std::string_view text, int base = 10) {
     if (text.empty() || text.size() > 15) return std::nullopt;
     std::uint64_t value = 0;
@@ -612,7 +606,7 @@ inline std::optional<Head> parse_head(std::string_view text) {
         const std::size_t colon = line.find(':');
         if (colon == std::string_view::npos) return std::nullopt;
         const std::string name = lowercase(line.substr(0, colon));
-        const std::string_view value = tracecontext::trim_ows(line.substr(colon + 1));
+        const std::string_view value = trim_ows(line.substr(colon + 1));
         if (name == "content-length") {
             head.content_length = decimal(value);
             if (!head.content_length) return std::nullopt;
@@ -657,7 +651,7 @@ public:
                 after_data_ = false;
                 continue;
             }
-            const std::optional<std::uint64_t> size = decimal(tracecontext::trim_ows(line.substr(0, line.find(';'))), 16);
+            const std::optional<std::uint64_t> size = decimal(trim_ows(line.substr(0, line.find(';'))), 16);
             bad = !size || line.size() > kMaxChunkLine;
             if (size) left_ = *size;
             last = size && *size == 0;  // trailers are not needed
@@ -674,7 +668,7 @@ private:
 // Seconds to wait for a Retry-After value (delay-seconds or an IMF-fixdate); nothing when unreadable.
 inline std::optional<std::chrono::milliseconds> retry_after_delay(std::string_view value,
                                                                    std::chrono::system_clock::time_point now) {
-    value = tracecontext::trim_ows(value);
+    value = trim_ows(value);
     if (const std::optional<std::uint64_t> seconds = decimal(value))
         return std::chrono::milliseconds(std::min<std::uint64_t>(*seconds, 1u << 30) * 1000);
     // "Sun, 06 Nov 1994 08:49:37 GMT"
@@ -1010,7 +1004,7 @@ inline std::optional<HttpEndpoint> parse_http_url(std::string_view url, std::str
     };
     for (const char c : url)
         if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7F) return fail("a space or control character");
-    const std::string scheme = detail::otlp::lowercase(url.substr(0, url.find("://")));
+    const std::string scheme = detail::lowercase(url.substr(0, url.find("://")));
     if (url.find("://") == std::string_view::npos) return fail("no http:// scheme");
     if (scheme == "https") return fail("https is not supported (plain HTTP only)");
     if (scheme != "http") return fail("not an http:// URL");

@@ -20,6 +20,7 @@
 #define TRACETREE_OTEL_TRACECONTEXT_HPP
 
 #include "../control.hpp"  // annotate()
+#include "../text/text.hpp"  // trim_ows
 
 #include <algorithm>  // std::find: a repeated tracestate key
 #include <array>
@@ -259,14 +260,6 @@ inline std::uint64_t random64() {
     return generator.next();
 }
 
-inline bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
-
-inline std::string_view trim_ows(std::string_view text) noexcept {
-    while (!text.empty() && is_ows(text.front())) text.remove_prefix(1);
-    while (!text.empty() && is_ows(text.back())) text.remove_suffix(1);
-    return text;
-}
-
 inline bool equals_lowercase(std::string_view text, std::string_view lower) noexcept {
     if (text.size() != lower.size()) return false;
     for (std::size_t i = 0; i < text.size(); ++i) {
@@ -370,7 +363,7 @@ inline std::string TraceParent::to_string() const {
 
 inline std::optional<TraceParent> parse_traceparent(std::string_view value) noexcept {
     using namespace detail::tracecontext;
-    value = trim_ows(value);
+    value = detail::trim_ows(value);
     std::uint8_t version = 0;
     if (value.size() < 3 || !read_hex(value.substr(0, 2), &version, 1) || value[2] != '-' || version == 0xFF)
         return std::nullopt;
@@ -392,7 +385,7 @@ inline std::optional<std::string> parse_tracestate(std::string_view combined) {
     std::size_t received = 0;
     while (true) {
         const std::size_t comma = combined.find(',');
-        const std::string_view member = trim_ows(combined.substr(0, comma));
+        const std::string_view member = detail::trim_ows(combined.substr(0, comma));
         if (!member.empty()) {
             const std::size_t eq = member.find('=');
             if (eq == std::string_view::npos) return std::nullopt;

@@ -160,6 +160,7 @@ TRACETREE_DETAIL_RUNTIME_API RecorderInfo recorder_info() {
     return info;
 }
 TRACETREE_DETAIL_RUNTIME_API Profile profile() { return detail::runtime().profile(); }
+TRACETREE_DETAIL_RUNTIME_API std::vector<std::string> scope_names() { return detail::runtime().scope_names(); }
 TRACETREE_DETAIL_RUNTIME_API void reset() { detail::runtime().reset(); }
 
 TRACETREE_DETAIL_RUNTIME_API void start_timeline(std::size_t max_spans_per_thread) { detail::runtime().start_timeline(max_spans_per_thread); }
@@ -182,9 +183,11 @@ TRACETREE_DETAIL_RUNTIME_API void stop_listening_to_sessions(SessionsChanged cha
 TRACETREE_DETAIL_RUNTIME_API std::vector<InstrumentedSession> instrumented_sessions() {
     std::vector<InstrumentedSession> sessions;
     for (std::shared_ptr<const SessionState>& session : runtime().running_sessions())
-        sessions.push_back({std::shared_ptr<const Pattern>(session, &session->pattern), session->captures()});
+        sessions.push_back({std::shared_ptr<const Pattern>(session, &session->pattern), session->captures(), session->depth,
+                            session_kind_name(session->kind)});
     return sessions;
 }
+TRACETREE_DETAIL_RUNTIME_API std::vector<AnnotatedCode> annotated_code() { return runtime().annotated_code(); }
 TRACETREE_DETAIL_RUNTIME_API void forget_if_moved_past(Scope& scope) noexcept { RuntimeImpl::forget_if_moved_past(scope); }
 
 }  // namespace detail

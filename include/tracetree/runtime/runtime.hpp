@@ -107,7 +107,7 @@ public:
         std::uint8_t slow = 0;
         // A site never seen, with the tree full, is not interned (find_or_add drops it): nothing to watch.
         const bool known = info->interned || !state.current->full();
-        if (known && (info = sites_.registered(site, info)) == nullptr) return;
+        if (known && (info = register_site(site, info)) == nullptr) return;
         std::uint32_t framed = 0, captured = 0;
         std::uint32_t epoch = 0;
         if (known && (flags & kSessions) != 0 && arena.cur != &state.overflow) {
@@ -145,7 +145,10 @@ public:
             // sessions' min_cost. Run-time names stay here.
             if (site != nullptr) state.defer_in_header(info, epoch);
         }
-        if (framed != 0 && state.push_frame(info, node, framed)) slow |= Scope::kFrame;
+        if (framed != 0) {
+            const std::uintptr_t boundary = t_scope_entry_sp != 0 ? t_scope_entry_sp : reinterpret_cast<std::uintptr_t>(&scope);
+            if (state.push_frame(info, node, framed, boundary)) slow |= Scope::kFrame;
+        }
         if ((flags & kSlow) != 0) {  // a test clock or the timeline
             if (clock_.is_test(std::memory_order_relaxed)) slow |= Scope::kFakeClock;
             if (threads_.timeline_on()) {
@@ -287,6 +290,7 @@ public:
     virtual void listen(Listener listener, void* context) { sessions_.listen(listener, context); }
     virtual void unlisten(Listener listener, void* context) { sessions_.unlisten(listener, context); }
     std::vector<std::shared_ptr<const SessionState>> running_sessions() { return sessions_.running(); }
+    std::vector<AnnotatedCode> annotated_code() { return sites_.annotated_code(); }
 
     // Records `type` thrown while the innermost open scope of this thread is the current node.
     virtual void record_throw(void* object, const std::type_info* type) noexcept {
@@ -331,6 +335,7 @@ public:
 
     double ns_per_tick() const noexcept { return clock_.ns_per_tick(); }
     Profile profile() { return threads_.profile(); }
+    std::vector<std::string> scope_names() { return sites_.match_names(); }
     void reset() { threads_.reset(); }
     void set_flag(std::uint8_t flag, bool on) { threads_.set_flag(flag, on); }
     bool enabled() { return threads_.enabled(); }
@@ -387,7 +392,7 @@ private:
         ThreadState& state = ThreadState::of(arena);
         if (state.capture_waits()) state.start_deferred_capture();
         if (!info->interned && state.current->full()) return state.enter_overflow();  // a site never seen has no node here
-        if ((info = sites_.registered(site, info)) == nullptr) return state.drop(1);
+        if ((info = register_site(site, info)) == nullptr) return state.drop(1);
         return state.find_or_add(info);
     }
 
@@ -492,6 +497,7 @@ private:
                             const InternedSite& s = interned(site);
                             stack.frames.push_back(StackFrame{s.name, s.file, s.line});
                         }
+                        stack.callers = name_stack(frame.pcs, stack.frames);
                     });
                     break;
                 case SessionKind::watch:
@@ -516,6 +522,27 @@ private:
         frame.values.clear();
     }
 
+    // A macro's site, interned at its first call. Instrumentation that patches code (xray/) reads what
+    // an annotated function calls, so that a trace rooted at its scope, or passing through it, patches
+    // its callees: the function holding the scope is found then, once per site, by unwinding to the
+    // first frame that is not tracetree's. A running trace hears of it at once, before the scope's
+    // body runs, and patches in time for this very call.
+    const SiteInfo* register_site(Site* site, const SiteInfo* info) noexcept {
+        const bool first_call = !info->interned;
+        info = sites_.registered(site, info);
+        if (info != nullptr && first_call && t_scope_entry_sp == 0 && sessions_.listened()) note_code(info);
+        return info;
+    }
+    TRACETREE_DETAIL_COLD void note_code(const SiteInfo* info) noexcept {
+        try {
+            const std::uintptr_t at = code_outside_tracetree();
+            if (at == 0) return;
+            interned(info).code.store(at, std::memory_order_relaxed);
+            if (sessions_.capturing()) sessions_.notify_listeners();
+        } catch (...) {  // out of memory: the trace shows the scope without the instrumented calls below it
+        }
+    }
+
     // fork() copies only the calling thread: a lock held by another thread at that moment would never
     // be released in the child. So the locks are taken around fork(), and the child forgets the other
     // threads.
@@ -526,8 +553,10 @@ private:
             [] { static_cast<RuntimeImpl*>(find_recorder())->unlock_after_fork(true); });
     }
     // Lock order as everywhere: the hand-offs' gate, listeners, sessions, threads, this thread's own,
-    // sites, chunks.
+    // sites, chunks; the machine stack's walks and names first (a walk takes none of the others).
     void lock_for_fork() noexcept {
+        stack_locks().walking.lock();
+        stack_locks().naming.lock();
         handoffs_.gate.close();
         sessions_.lock();
         threads_.lock();
@@ -545,6 +574,10 @@ private:
         sessions_.unlock_after_fork(child);
         handoffs_.gate.open(child);
         sessions_.forget_held();
+        stack_locks().naming.unlock();
+        // glibc's rwlock tells a writer's unlock by the thread id, which differs in the child: made anew.
+        if (child) new (&stack_locks().walking) std::shared_mutex();
+        else stack_locks().walking.unlock();
     }
 
     Clock clock_;

@@ -21,6 +21,11 @@ TRACETREE_BEGIN_NAMESPACE
 
 namespace detail {
 
+inline void check_depth(int depth) {
+    if (depth < 0 || depth > kMaxCallDepth)
+        throw std::invalid_argument("tracetree: depth must be between 0 and " + std::to_string(kMaxCallDepth) + ", asked " +
+                                    std::to_string(depth));
+}
 inline void check_limit(std::uint64_t limit, Nanos min_cost) {
     if (limit > 1000000)
         throw std::invalid_argument("tracetree: limit must be between 1 and 1000000 (0: until stopped), got " +
@@ -114,7 +119,9 @@ bool Session<Value>::done() const {
 
 TRACETREE_DETAIL_RUNTIME_API TraceSession::TraceSession(const TraceRequest& request) {
     detail::check_limit(request.limit(), request.min_cost());
+    detail::check_depth(request.depth());
     state_ = detail::start(detail::SessionKind::trace, request, [&](detail::SessionState& s) {
+        s.depth = request.depth();
         s.min_cost = request.min_cost();
         s.limit = request.limit() == 0 ? ~std::uint64_t{0} : request.limit();
         s.on_trace = request.on_trace();
@@ -202,7 +209,9 @@ TRACETREE_DETAIL_RUNTIME_API FlightRecorder::FlightRecorder(const RecorderReques
                                     std::to_string(request.keep()));
     if (request.max_bytes() < 4096) throw std::invalid_argument("tracetree: a flight recorder's max_bytes must be at least 4096");
     detail::check_limit(1, request.min_cost());
+    detail::check_depth(request.depth());
     state_ = detail::start(detail::SessionKind::recorder, request, [&](detail::SessionState& s) {
+        s.depth = request.depth();
         s.min_cost = request.min_cost();
         s.limit = ~std::uint64_t{0};
         s.keep = request.keep();

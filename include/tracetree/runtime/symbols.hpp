@@ -12,6 +12,7 @@
 #include "../core/recorder.hpp"  // Site: a TRACETREE_FUNCTION() site found in the table
 
 #include <algorithm>  // std::sort, std::lower_bound
+#include <atomic>
 #include <cstdint>
 #include <cstring>    // std::memcpy, std::strstr
 #include <string>
@@ -120,6 +121,7 @@ private:
 // What the symbol table says of the functions at given addresses (in memory).
 struct FunctionSymbols {
     std::vector<std::string> names;  // demangled; "" where no symbol is found
+    std::vector<std::size_t> sizes;  // bytes of code, from the symbol (0 where none is found)
     // The function holds a TRACETREE_FUNCTION(): its static Site, a local variable named after it
     // (`ns::f(int)::tracetree_site_12`), is in the table too. Its scope shows it already.
     std::vector<bool> annotated;
@@ -130,6 +132,7 @@ struct FunctionSymbols {
 inline FunctionSymbols function_symbols(const char* path, std::uintptr_t bias, const std::vector<std::uintptr_t>& addresses) {
     FunctionSymbols result;
     result.names.resize(addresses.size());
+    result.sizes.resize(addresses.size());
     result.annotated.resize(addresses.size());
     std::vector<std::pair<std::uintptr_t, std::size_t>> wanted;  // (address, index), sorted
     for (std::size_t i = 0; i < addresses.size(); ++i) wanted.emplace_back(addresses[i], i);
@@ -182,12 +185,98 @@ inline FunctionSymbols function_symbols(const char* path, std::uintptr_t bias, c
         }
         if (type != STT_FUNC) continue;
         auto at = std::lower_bound(wanted.begin(), wanted.end(), std::make_pair(address, std::size_t{0}));
-        for (; at != wanted.end() && at->first == address; ++at)
-            if (result.names[at->second].empty()) result.names[at->second] = demangled(name);  // aliases name one function
+        for (; at != wanted.end() && at->first == address; ++at) {
+            if (!result.names[at->second].empty()) continue;  // aliases name one function
+            result.names[at->second] = demangled(name);
+            result.sizes[at->second] = static_cast<std::size_t>(symbol.st_size);
+        }
     }
     std::sort(annotated_functions.begin(), annotated_functions.end());
     for (std::size_t i = 0; i < addresses.size(); ++i)
         result.annotated[i] = std::binary_search(annotated_functions.begin(), annotated_functions.end(), result.names[i]);
+    return result;
+}
+
+// Set by xray.hpp's start-up: the program can patch its functions, so a pattern that matches none of
+// them and no scope run so far is a mistake the admin handler answers at once (admin/handler.hpp).
+inline std::atomic<bool> g_xray_in_program{false};
+
+// What the admin handler's XRay view shows of one function (xray.hpp fills them; the handler does not
+// include xray.hpp, which only clang compiles).
+struct XRayRow {
+    std::string name;      // "ns::Class::method()"
+    bool patchable = false;
+    bool patched = false;  // now
+    std::string wanted_by; // the running sessions that patch it: "trace 'db::DB::Write' (depth 2)", "; "
+};
+// Set by xray.hpp's start-up: every XRay function of the executable, by id (reads them if needed).
+inline std::atomic<void (*)(std::vector<XRayRow>&)> g_xray_rows{nullptr};
+
+// Every function of an ELF file, by address in memory, and the texts of its annotated scopes: what
+// `stack` names frames with, and what the admin handler's patterns can match before anything ran.
+struct FunctionTable {
+    struct Entry {
+        std::uintptr_t address = 0;
+        std::size_t size = 0;
+        std::string name;  // demangled
+    };
+    std::vector<Entry> functions;          // sorted by address
+    std::vector<std::string> scope_texts;  // TRACETREE_SCOPE("...") and the like
+    std::string error;
+    // The function whose code holds `address`, or null.
+    const Entry* find(std::uintptr_t address) const noexcept {
+        auto at = std::upper_bound(functions.begin(), functions.end(), address,
+                                   [](std::uintptr_t a, const Entry& e) { return a < e.address; });
+        if (at == functions.begin()) return nullptr;
+        --at;
+        return address - at->address < std::max<std::size_t>(at->size, 1) ? &*at : nullptr;
+    }
+};
+
+inline FunctionTable function_table(const char* path, std::uintptr_t bias) {
+    FunctionTable result;
+    const ElfImage image(path);
+    Elf64_Ehdr header{};
+    if (!image.readable() || !image.read(0, 1, &header) || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 ||
+        header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_shentsize != sizeof(Elf64_Shdr)) {
+        result.error = std::string("cannot read ") + path + " as a 64-bit ELF file";
+        return result;
+    }
+    std::vector<Elf64_Shdr> sections(header.e_shnum);
+    if (!image.read(header.e_shoff, header.e_shnum, sections.data())) {
+        result.error = std::string(path) + ": section headers past the end of the file";
+        return result;
+    }
+    auto symbols = std::find_if(sections.begin(), sections.end(), [](const Elf64_Shdr& s) { return s.sh_type == SHT_SYMTAB; });
+    if (symbols == sections.end())
+        symbols = std::find_if(sections.begin(), sections.end(), [](const Elf64_Shdr& s) { return s.sh_type == SHT_DYNSYM; });
+    if (symbols == sections.end() || symbols->sh_link >= sections.size() || symbols->sh_entsize != sizeof(Elf64_Sym)) {
+        result.error = std::string(path) + " has no symbol table (stripped?)";
+        return result;
+    }
+    const Elf64_Shdr& strings = sections[symbols->sh_link];
+    const std::uint64_t count = symbols->sh_size / sizeof(Elf64_Sym);
+    for (std::uint64_t i = 0; i < count; ++i) {
+        Elf64_Sym symbol{};
+        if (!image.read(symbols->sh_offset + i * sizeof(Elf64_Sym), 1, &symbol)) {
+            result.error = std::string(path) + ": symbol table past the end of the file";
+            break;
+        }
+        if (symbol.st_shndx == SHN_UNDEF || symbol.st_value == 0) continue;
+        const char* name = image.string(strings.sh_offset, strings.sh_size, symbol.st_name);
+        if (name == nullptr) continue;
+        const std::uintptr_t address = static_cast<std::uintptr_t>(symbol.st_value) + bias;
+        const unsigned type = ELF64_ST_TYPE(symbol.st_info);
+        if (type == STT_FUNC) {
+            result.functions.push_back({address, static_cast<std::size_t>(symbol.st_size), demangled(name)});
+        } else if (type == STT_OBJECT && symbol.st_size >= sizeof(Site) && std::strstr(name, "tracetree_site_") != nullptr &&
+                   in_executable_data(address, sizeof(Site))) {
+            const Site& site = *reinterpret_cast<const Site*>(address);
+            if (site.kind == SiteKind::scope && site.text != nullptr) result.scope_texts.emplace_back(site.text);
+        }
+    }
+    std::sort(result.functions.begin(), result.functions.end(),
+              [](const FunctionTable::Entry& a, const FunctionTable::Entry& b) { return a.address < b.address; });
     return result;
 }
 

@@ -11,6 +11,7 @@
 #include "cpu_time.hpp"
 #include "session_registry.hpp"
 #include "sites.hpp"
+#include "stack.hpp"
 #include "tree.hpp"
 
 #include <algorithm>  // std::find_if, std::min, std::copy
@@ -53,6 +54,7 @@ struct Frame {
     std::uint32_t sessions_epoch = 0;
     std::vector<std::shared_ptr<SessionState>> sessions;  // kept after the scope: reused while the same
     std::vector<const SiteInfo*> chain;  // stack sessions: the open scopes at its start, innermost first
+    std::vector<std::uintptr_t> pcs;     // stack sessions: the machine stack at its start (stack.hpp)
     std::vector<std::pair<std::string, std::string>> values;  // watch sessions: its TRACETREE_WATCH values
     std::uint8_t outer_values = 0;
     const NodeRecord* outer_value_node = nullptr;
@@ -395,7 +397,8 @@ public:
     }
 
     // Starts watching this invocation for stack, watch and monitor sessions; false when it cannot.
-    bool push_frame(const SiteInfo* site, const NodeRecord* node, std::uint32_t mask) noexcept {
+    // `boundary`: the machine frames at or below it are tracetree's own (stack.hpp).
+    bool push_frame(const SiteInfo* site, const NodeRecord* node, std::uint32_t mask, std::uintptr_t boundary) noexcept {
         try {
             if (frame_depth_ == frames_.size()) frames_.emplace_back();
             Frame& frame = frames_[frame_depth_];
@@ -413,7 +416,10 @@ public:
                 frame.mask = mask;
                 frame.sessions_epoch = sessions_epoch_;
             }
-            if (frame.chain_wanted) collect_chain(frame.chain);
+            if (frame.chain_wanted) {
+                collect_chain(frame.chain);
+                unwind_stack(boundary, frame.pcs);
+            }
             frame.outer_values = arena.values;
             frame.outer_value_node = arena.value_node;
             if (frame.watch) {

@@ -16,8 +16,8 @@
 //
 // Nothing is patched at start. When the set of sessions changes (detail::listen_to_sessions), the
 // functions whose names a running session's pattern matches are patched and the others unpatched;
-// a trace or flight recorder also patches the functions that may run inside what it captures
-// (set_callees, by default every function of the program). Functions of the standard library, of
+// a trace or flight recorder also patches the functions they call directly, read from their code
+// (calls.hpp), to the session's depth (TraceRequest::depth, 2 by default), narrowed by set_callees. Functions of the standard library, of
 // tracetree itself and made by the compiler are never patched: the recorder calls them.
 //
 // How the handler keeps the tree right (reading order of detail, below):
@@ -32,8 +32,9 @@
 //   annotated scope around them ends, counted as throws as scopes are.
 // - A function is unpatched only once no thread is inside it (its exit sled must stay to close its
 //   scope): an unwanted function first drains, and the last thread to leave it unpatches it.
-// - A tail call (XRayEntryType::TAIL) ends the caller's scope; the callee runs as its sibling, as it
-//   does on the machine's stack.
+// - A tail call (XRayEntryType::TAIL) to a function the caller's code jumps to directly keeps the
+//   caller's scope open: the target's scope opens under it ("[tail call]") and both end at its exit.
+//   A jump through a pointer ends the caller's scope there, as its frame ends on the machine.
 //
 // Limits (clang 14, x86-64 Linux): only the executable's own functions (XRay in clang 14 neither
 // registers nor patches the sleds of a shared library); no sanitizer links with XRay; a patched
@@ -51,7 +52,9 @@
 #include "../sessions.hpp"  // the sessions that decide what is patched
 #include "../runtime/instrumentation.hpp"  // what the runtime lets instrumentation ask
 #include "../runtime/sites.hpp"            // function_name: XRay functions named as TRACETREE_FUNCTION() names them
+#include "calls.hpp"
 #include "../runtime/symbols.hpp"
+#include "../runtime/stack.hpp"  // executable_functions: where an annotated function's code is
 
 #include <algorithm>  // std::any_of, std::fill, std::remove
 #include <atomic>
@@ -63,6 +66,7 @@
 #include <stdexcept>  // std::runtime_error
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 #include <xray/xray_interface.h>  // clang's XRay runtime (Debian: libclang-common-14-dev, libclang-rt-14-dev)
 #include <dlfcn.h>                // dlsym: the C++ runtime's personality routine
@@ -85,6 +89,7 @@ struct Function {
     // compiler-made functions (the recorder calls them)
     bool patchable = false;
     bool patched = false;       // now; one still running after its sessions ended stays patched until it returns
+    std::string wanted_by;      // the running sessions that patch it: "trace 'db::DB::Write' (depth 2)", "; "
 };
 
 struct Status {
@@ -136,14 +141,18 @@ inline std::string without_abi_tags(std::string name) {
 
 // One per XRay function id, made once and never freed: its Site is the call site of its scopes.
 struct XRayFunction {
-    XRayFunction(std::string signature_, std::uintptr_t address_, bool annotated)
-        : signature(std::move(signature_)), name(function_name(signature.c_str())), address(address_),
-          patchable(!annotated && xray_patchable(name)), site(signature.c_str(), "", 0, SiteKind::function) {}
+    XRayFunction(std::string signature_, std::uintptr_t address_, std::size_t size_, bool annotated)
+        : signature(std::move(signature_)), name(function_name(signature.c_str())), address(address_), size(size_),
+          patchable(!annotated && xray_patchable(name)), site(signature.c_str(), "", 0, SiteKind::function),
+          tail_site(signature.c_str(), kTailCallFile, 0, SiteKind::function) {}
     const std::string signature;  // demangled: "ns::Class::method(int) const"
     const std::string name;       // what patterns match, as for TRACETREE_FUNCTION: "ns::Class::method"
     const std::uintptr_t address;
+    const std::size_t size;       // bytes of code (the symbol's size)
     const bool patchable;
+    DirectCalls direct;  // read from its code once, before the handler is installed
     Site site;
+    Site tail_site;  // entered by a tail call: a node of its own, marked "[tail call]"
 };
 
 // Written once before the handler is installed, read by it without a lock afterwards.
@@ -162,6 +171,7 @@ inline XRayTable g_xray_table;
 
 struct XRayFrame {
     std::uintptr_t sp;  // at the function's entry; its callees run below it
+    bool tail;          // it jumped to a function of its own (a tail call), which runs in its frame
     alignas(Scope) unsigned char scope[sizeof(Scope)];
     Scope& get() noexcept { return *std::launder(reinterpret_cast<Scope*>(scope)); }
 };
@@ -185,8 +195,15 @@ struct XRayState {
     std::unique_ptr<std::atomic<std::uint8_t>[]> states;
     std::vector<std::int32_t> draining;
     std::vector<std::uint8_t> open;  // a sweep's scratch: [id] is open on some thread
+    std::vector<std::uint8_t> wanted;  // an update's scratch: [id] is wanted by a running session
+    std::vector<std::string> wanted_by;  // [id]: which running sessions want it, for the admin's view
     bool expedited = false;  // membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) works
     Pattern callees{"*", PatternSyntax::glob};
+    // Where every function of the executable starts, sorted: (address, id), an XRay function by its
+    // id, any other by functions.size() + its index in executable_functions(). Calls are read against
+    // it, so that a call to an annotated function is seen as well as one to an XRay function.
+    std::vector<std::pair<std::uintptr_t, std::int32_t>> starts;
+    std::unordered_map<std::int32_t, DirectCalls> annotated;  // by id: an annotated function's calls
 
     std::mutex threads_mutex;
     std::vector<XRayThread*> threads;
@@ -340,6 +357,12 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     scope.~Scope();
 }
 
+// Whether `target` is one of the functions `id` jumps to directly.
+[[clang::xray_never_instrument]] inline bool xray_tail_target(const XRayTable& table, std::int32_t id, std::int32_t target) noexcept {
+    const auto& targets = table.functions[id]->direct.tails;
+    return std::binary_search(targets.begin(), targets.end(), target);
+}
+
 // Pops the innermost frame and ends its scope; returns the new depth.
 [[clang::xray_never_instrument]] inline std::uint32_t xray_pop(XRayThread& thread, const XRayTable& table) noexcept {
     const std::uint32_t top = thread.depth.load(std::memory_order_relaxed) - 1;
@@ -353,11 +376,21 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
 [[clang::xray_never_instrument]] inline void xray_enter(XRayThread& thread, const XRayTable& table, std::int32_t id,
                                                        std::uintptr_t sp) noexcept {
     std::uint32_t depth = thread.depth.load(std::memory_order_relaxed);
-    // A frame at this stack pointer or below it has returned without an exit event.
-    while (depth > 0 && thread.frames[depth - 1].sp <= sp) depth = xray_pop(thread, table);
+    // A frame at this stack pointer or below it has returned without an exit event, unless it has
+    // just jumped here (a tail call): then this function runs in its place, and under it.
+    bool tail = false;
+    while (depth > 0 && thread.frames[depth - 1].sp <= sp) {
+        const XRayFrame& below = thread.frames[depth - 1];
+        if (below.tail && below.sp == sp && xray_tail_target(table, thread.ids[depth - 1].load(std::memory_order_relaxed), id)) {
+            tail = true;
+            break;
+        }
+        depth = xray_pop(thread, table);
+    }
     if (depth == kXRayMaxFrames) return;
     thread.ids[depth].store(id, std::memory_order_relaxed);
     thread.frames[depth].sp = sp;
+    thread.frames[depth].tail = false;
     thread.depth.store(depth + 1, std::memory_order_release);  // published before the state is read
     if (table.fence) std::atomic_thread_fence(std::memory_order_seq_cst);
     else std::atomic_signal_fence(std::memory_order_seq_cst);  // the unpatching thread's membarrier is the fence
@@ -367,7 +400,9 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
         if (state == kXRayDraining) xray_sweep(false);
         return;
     }
-    new (thread.frames[depth].scope) Scope(table.functions[id]->site);
+    t_scope_entry_sp = sp;  // a stack session's walk starts above the handler's frames
+    new (thread.frames[depth].scope) Scope(tail ? table.functions[id]->tail_site : table.functions[id]->site);
+    t_scope_entry_sp = 0;
 }
 
 [[clang::xray_never_instrument]] inline void xray_exit(XRayThread& thread, const XRayTable& table, std::int32_t id,
@@ -380,7 +415,28 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     };
     while (depth > 0 && returned(depth)) depth = xray_pop(thread, table);
     // Else an exit whose entry was never seen: patched while it ran.
-    if (depth > 0 && thread.frames[depth - 1].sp == sp) xray_pop(thread, table);
+    if (depth > 0 && thread.frames[depth - 1].sp == sp) depth = xray_pop(thread, table);
+    // The functions that tail-called it return with it.
+    while (depth > 0 && thread.frames[depth - 1].sp == sp && thread.frames[depth - 1].tail) depth = xray_pop(thread, table);
+}
+
+// The function jumps to another (XRayEntryType::TAIL). When that may be one of the functions it
+// jumps to directly, patched with it, its frame stays open: the target's entry comes next at the same
+// stack pointer and runs under it, and both end at the target's exit. Otherwise (a jump through a
+// pointer, or to a function never patched) its scope ends here, as its frame does on the machine.
+[[clang::xray_never_instrument]] inline void xray_tail(XRayThread& thread, const XRayTable& table, std::int32_t id,
+                                                      std::uintptr_t sp) noexcept {
+    std::uint32_t depth = thread.depth.load(std::memory_order_relaxed);
+    while (depth > 0 && (thread.frames[depth - 1].sp < sp ||
+                         (thread.frames[depth - 1].sp == sp && thread.ids[depth - 1].load(std::memory_order_relaxed) != id)))
+        depth = xray_pop(thread, table);
+    if (depth == 0 || thread.frames[depth - 1].sp != sp || thread.ids[depth - 1].load(std::memory_order_relaxed) != id) return;
+    const auto& targets = table.functions[id]->direct.tails;
+    const bool stays = std::any_of(targets.begin(), targets.end(), [&](std::int32_t target) {
+        return target <= table.max_id && table.states[target].load(std::memory_order_relaxed) == kXRayWanted;  // others: not XRay
+    });
+    if (stays) thread.frames[depth - 1].tail = true;
+    else xray_pop(thread, table);
 }
 
 [[clang::xray_never_instrument]] inline void xray_event(std::int32_t id, XRayEntryType type) noexcept {
@@ -397,7 +453,7 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     case XRayEntryType::ENTRY:
     case XRayEntryType::LOG_ARGS_ENTRY: xray_enter(*thread, table, id, cfa + table.entry_offset); break;
     case XRayEntryType::EXIT: xray_exit(*thread, table, id, cfa + table.exit_offset); break;
-    case XRayEntryType::TAIL: xray_exit(*thread, table, id, cfa + table.tail_offset); break;
+    case XRayEntryType::TAIL: xray_tail(*thread, table, id, cfa + table.tail_offset); break;
     default: break;
     }
     thread->inside = false;
@@ -518,7 +574,25 @@ inline void xray_install_locked(XRayState& state) {
                 std::snprintf(text, sizeof text, "xray_function_%#llx", static_cast<unsigned long long>(addresses[id - 1]));
                 signature = text;
             }
-            state.functions[id] = new XRayFunction(std::move(signature), addresses[id - 1], symbols.annotated[id - 1]);
+            state.functions[id] = new XRayFunction(std::move(signature), addresses[id - 1], symbols.sizes[id - 1],
+                                                   symbols.annotated[id - 1]);
+        }
+        // The direct calls of each function, from its code as loaded (no sled is patched yet).
+        std::vector<std::pair<std::uintptr_t, std::int32_t>>& starts = state.starts;
+        for (std::size_t id = 1; id <= max_id; ++id) starts.emplace_back(addresses[id - 1], static_cast<std::int32_t>(id));
+        std::sort(starts.begin(), starts.end());
+        const std::vector<FunctionTable::Entry>& others = executable_functions().functions;
+        for (std::size_t i = 0; i < others.size() && max_id + 1 + i <= 0x7FFFFFFF; ++i) {
+            const auto xray = std::lower_bound(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(max_id),
+                                               std::make_pair(others[i].address, std::int32_t{0}));
+            if (xray == starts.begin() + static_cast<std::ptrdiff_t>(max_id) || xray->first != others[i].address)
+                starts.emplace_back(others[i].address, static_cast<std::int32_t>(max_id + 1 + i));
+        }
+        std::sort(starts.begin(), starts.end());
+        for (std::size_t id = 1; id <= max_id; ++id) {
+            XRayFunction& function = *state.functions[id];
+            function.direct = direct_calls(reinterpret_cast<const unsigned char*>(function.address), function.size,
+                                           function.address, starts);
         }
         XRayTable& table = g_xray_table;
         xray_calibrate(state, table);
@@ -556,18 +630,81 @@ private:
     const bool was_;
 };
 
+// The id of the function holding `at` (starts' numbering), or 0.
+inline std::int32_t xray_function_at(const XRayState& state, std::uintptr_t at) {
+    const FunctionTable::Entry* function = executable_functions().find(at);
+    if (function == nullptr) return 0;
+    const auto found = std::lower_bound(state.starts.begin(), state.starts.end(), std::make_pair(function->address, std::int32_t{0}));
+    return found != state.starts.end() && found->first == function->address ? found->second : 0;
+}
+
+// Which functions the running sessions want (state.wanted[id]): those their patterns match, and for a
+// trace or flight recorder those reachable from them in `depth` direct calls (narrowed by set_callees).
+// Annotated functions seen so far are part of the graph: a pattern may match one, and a path may pass
+// through one (an annotated function calling one built with XRay); they are never patched themselves.
+inline void xray_mark_wanted(XRayState& state, const std::vector<InstrumentedSession>& sessions) {
+    const std::size_t count = state.functions.size();
+    state.wanted.assign(count, 0);
+    state.wanted_by.assign(count, std::string());
+    const auto by = [&](std::size_t id, const InstrumentedSession& session) {
+        std::string& text = state.wanted_by[id];
+        if (!text.empty()) text += "; ";
+        text += std::string(session.kind) + " '" + session.pattern->text() + "'";
+        if (session.captures) text += " (depth " + std::to_string(session.depth) + ")";
+    };
+    std::vector<const DirectCalls*> graph(count + executable_functions().functions.size(), nullptr);
+    for (std::size_t id = 1; id < count; ++id) graph[id] = &state.functions[id]->direct;
+    std::vector<std::pair<std::string, std::int32_t>> annotated;  // (name, id) of each annotated scope seen
+    for (const AnnotatedCode& code : annotated_code()) {
+        const std::int32_t id = xray_function_at(state, code.at);
+        if (id == 0) continue;  // not in the executable: XRay cannot patch what it calls either
+        annotated.emplace_back(code.name, id);
+        if (static_cast<std::size_t>(id) < count) continue;  // built with XRay too: its calls are read
+        auto known = state.annotated.find(id);
+        if (known == state.annotated.end()) {
+            const FunctionTable::Entry& function = executable_functions().functions[static_cast<std::size_t>(id) - count];
+            known = state.annotated
+                        .emplace(id, direct_calls(reinterpret_cast<const unsigned char*>(function.address), function.size,
+                                                  function.address, state.starts))
+                        .first;
+        }
+        graph[static_cast<std::size_t>(id)] = &known->second;
+    }
+    std::vector<std::uint8_t> reached(graph.size()), matched(count);
+    for (const auto& session : sessions) {
+        std::vector<std::int32_t> roots;
+        for (std::size_t id = 1; id < count; ++id) {
+            matched[id] = session.pattern->matches(state.functions[id]->name);
+            if (matched[id] == 0) continue;
+            roots.push_back(static_cast<std::int32_t>(id));
+            state.wanted[id] = 1;
+            if (!session.captures) by(id, session);
+        }
+        if (!session.captures) continue;
+        for (const auto& [name, id] : annotated)
+            if (session.pattern->matches(name)) roots.push_back(id);
+        if (roots.empty()) continue;
+        std::fill(reached.begin(), reached.end(), std::uint8_t{0});
+        reachable(graph, std::move(roots), session.depth, reached);
+        for (std::size_t id = 1; id < count; ++id)
+            if (reached[id] != 0 && (matched[id] != 0 || state.callees.matches(state.functions[id]->name))) {
+                state.wanted[id] = 1;
+                by(id, session);
+            }
+    }
+}
+
 // Patches what the running sessions want now; what they no longer want drains.
 inline void xray_update_locked(XRayState& state) {
     xray_install_locked(state);
     const std::vector<InstrumentedSession> sessions = instrumented_sessions();
+    xray_mark_wanted(state, sessions);
     bool drained = false;
     std::vector<std::int32_t> to_patch;
     std::size_t idle = 0;
     for (std::size_t id = 1; id < state.functions.size(); ++id) {
         const XRayFunction& function = *state.functions[id];
-        const bool wanted = function.patchable && std::any_of(sessions.begin(), sessions.end(), [&](const auto& session) {
-            return session.pattern->matches(function.name) || (session.captures && state.callees.matches(function.name));
-        });
+        const bool wanted = function.patchable && state.wanted[id] != 0;
         std::atomic<std::uint8_t>& function_state = state.states[id];
         const std::uint8_t now = function_state.load();
         if (wanted && now == kXRayIdle) {
@@ -608,6 +745,12 @@ inline void xray_update() {
 // Listening from the start; nothing is read or patched before the first session.
 inline const bool g_xray_listening = [] {
     try {
+        g_xray_in_program.store(true);
+        g_xray_rows.store([](std::vector<XRayRow>& rows) {
+            xray::install();
+            for (xray::Function& function : xray::functions())
+                rows.push_back(XRayRow{std::move(function.name), function.patchable, function.patched, std::move(function.wanted_by)});
+        });
         listen_to_sessions(&xray_sessions_changed, nullptr);
         if (!instrumented_sessions().empty()) xray_sessions_changed(nullptr);
         return true;
@@ -656,6 +799,7 @@ inline std::vector<xray::Function> xray::functions() {
         f.address = function.address;
         f.patchable = function.patchable;
         f.patched = state.states[id].load() != detail::kXRayIdle;
+        if (id < state.wanted_by.size() && f.patched) f.wanted_by = state.wanted_by[id];
         result.push_back(std::move(f));
     }
     return result;
