@@ -123,6 +123,8 @@ std::vector<Case> scope_cases() {
         {"scope nested in a watched invocation (min_cost never reached)", "nested-watched", kernel_nested_watched, kScopes,
          1, "nested"},
         {"hand-off: `here()`, `Continue` and its end (one thread, no queue)", "handoff", kernel_handoff, kScopes},
+        {"hand-off through `std::function`: `wrap(here(), task)`, moved once, run (one thread)", "handoff-function",
+         kernel_handoff_function, kScopes},
         {"scope on a continued path (inside a `Continue`)", "continued", kernel_continued, kScopes, 1, "enabled"},
         {"coroutine resumed and suspended (`Resumed`), a co-scope open", "resumption", kernel_resumption, kScopes},
         {"`TRACETREE_CO_SCOPE` (inside a `Resumed`)", "co-scope", kernel_co_scope, kScopes, 1, "enabled"},
@@ -407,6 +409,11 @@ int timing_mode(int rounds) {
     t.at_most("hand-off (`here()`, `Continue`, its end) <= 100 ns", stats(find_case(scopes, "handoff").ns).median, 100,
               ns_cell, "handoff");
     t.at_most("scope on a continued path <= 1.10x one that is not", vs("continued"), 1.10, ratio_cell, "continued");
+    t.at_most("hand-off through `std::function` <= 50 ns (issue 40)", stats(find_case(scopes, "handoff-function").ns).median,
+              50, ns_cell, "handoff-function");
+    t.at_most("resumption with a co-scope open <= 50 ns (issue 40)", stats(find_case(scopes, "resumption").ns).median, 50,
+              ns_cell, "resumption");
+    t.at_most("co-scope <= 2x a plain scope (issue 40)", vs("co-scope"), 2.0, ratio_cell, "co-scope");
     t.row("no allocation per watched invocation below min_cost (steady state)",
           count_cell(watched.calls) + " allocations in 100,000 invocations", watched.calls == 0, "watched");
     {  // within noise: no farther from 1.00x than half the spread of its own per-round ratios, or 2%

@@ -47,6 +47,7 @@ KERNELS = [
     ("nested", 16384, 163840, "scope nested in an unwatched invocation", None),
     ("nested-watched", 16384, 163840, "scope nested in a watched invocation", None),
     ("handoff", 10000, 110000, "hand-off: `here()`, `Continue` and its end", None),
+    ("handoff-function", 10000, 110000, "hand-off through `std::function` (`wrap()`)", None),
     ("continued", 100000, 1100000, "scope on a continued path", None),
     ("resumption", 10000, 110000, "coroutine resumed and suspended, a co-scope open", None),
     ("co-scope", 10000, 110000, "`TRACETREE_CO_SCOPE` inside a resumption", None),

@@ -122,6 +122,7 @@ struct NamePicks {
 NamePicks name_picks_50();
 std::uint64_t kernel_nested(std::uint64_t n, Timer& timer);        // scopes nested 1,024 to an invocation
 std::uint64_t kernel_handoff(std::uint64_t n, Timer& timer);       // here(), Continue and its end, one thread
+std::uint64_t kernel_handoff_function(std::uint64_t n, Timer& timer);  // the same through wrap() and std::function
 std::uint64_t kernel_continued(std::uint64_t n, Timer& timer);     // a scope on a continued path
 std::uint64_t kernel_resumption(std::uint64_t n, Timer& timer);    // a coroutine resumed and suspended, a co-scope open
 std::uint64_t kernel_co_scope(std::uint64_t n, Timer& timer);      // TRACETREE_CO_SCOPE inside a resumption

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -24,7 +25,7 @@ namespace {
 // What the kernels ran, for the checks.
 std::uint64_t g_two_threads = 0;  // scopes of kernel_two_threads, on both threads
 std::uint64_t g_enabled = 0, g_disabled = 0, g_fib_runs = 0, g_with_watch = 0, g_nested = 0, g_invocations = 0,
-              g_two_watches = 0, g_handoffs = 0, g_continued = 0,
+              g_two_watches = 0, g_handoffs = 0, g_handoff_functions = 0, g_continued = 0,
               g_resumptions = 0, g_resumed = 0, g_co_scopes = 0;
 
 }  // namespace
@@ -288,6 +289,24 @@ std::uint64_t kernel_handoff(std::uint64_t n, Timer& timer) {
     return n;
 }
 
+// The same as an executor sees it: the task wrapped with a Here and one pointer, in a std::function
+// (which holds it in its own buffer: no allocation), moved once as a queue would, then run.
+std::uint64_t kernel_handoff_function(std::uint64_t n, Timer& timer) {
+    TRACETREE_SCOPE("bench.handoff-function");
+    std::uint64_t ran = 0;
+    std::uint64_t* counter = &ran;
+    timer.start();
+    for (std::uint64_t i = 0; i < n; ++i) {
+        std::function<void()> task = tracetree::wrap(tracetree::here(), [counter] { ++*counter; });
+        std::function<void()> queued = std::move(task);
+        queued();
+        clobber();
+    }
+    timer.stop();
+    g_handoff_functions += ran;
+    return n;
+}
+
 // A scope on a continued path: the hot path, under a hand-off's nodes.
 std::uint64_t kernel_continued(std::uint64_t n, Timer& timer) {
     tracetree::Here here;
@@ -515,6 +534,9 @@ bool check_scopes(const tracetree::Profile& p) {
     const tracetree::Node* handoff = continued_root("bench.handoff");
     ok &= check(g_handoffs == 0 || (handoff != nullptr && children_exact(handoff, 1, "[queued]", g_handoffs)),
                 "every hand-off counted once, on one [queued] node");
+    const tracetree::Node* function = continued_root("bench.handoff-function");
+    ok &= check(g_handoff_functions == 0 || (function != nullptr && children_exact(function, 1, "[queued]", g_handoff_functions)),
+                "every hand-off through std::function run and counted once");
     const tracetree::Node* continued = continued_root("bench.continued.origin");
     ok &= check(g_continued == 0 || (continued != nullptr && continued->children.size() == 2 &&
                                      count_of(&continued->children[1]) == g_continued),

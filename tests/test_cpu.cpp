@@ -56,8 +56,12 @@ void spin_for(std::chrono::nanoseconds cpu) {
         for (int i = 0; i < 10000; ++i) sink = sink + static_cast<std::uint64_t>(i);
 }
 
+// The work in a scope of its own under the traced one: a capture starts at the first scope under the
+// traced scope, and the thread CPU clock source reads its clock there (before it, the time counts as
+// on CPU).
 void crunch(std::chrono::nanoseconds cpu) {
     TRACETREE_SCOPE("cpu.crunch");
+    TRACETREE_SCOPE("cpu.spin");
     spin_for(cpu);
 }
 
@@ -241,6 +245,21 @@ TEST_CASE("a call blocked on a condition variable is off CPU, and its node says 
 
 TEST_CASE("a call blocked on a condition variable is off CPU, and its node says so (thread clock)") {
     blocked_is_off_cpu(CpuSource::thread_clock);
+}
+
+TEST_CASE("with the thread CPU clock, a capture that started late gives the root's time off CPU as a lower bound") {
+    // The capture starts at the first scope below the traced one: the 5 ms before it are unknown.
+    tracetree::TraceSession session(tracetree::TraceRequest("cpu.late"));
+    on_new_thread(CpuSource::thread_clock, [] {
+        TRACETREE_SCOPE("cpu.late");
+        spin_for(5ms);
+        TRACETREE_SCOPE("cpu.after");
+    });
+    const std::optional<tracetree::Trace> trace = session.next(10s);
+    REQUIRE(trace.has_value());
+    REQUIRE(trace->root.off_cpu.has_value());
+    CHECK(trace->root.off_cpu->at_least);
+    CHECK(tracetree::to_string(*trace).find("cpu.late [on CPU <= ") != std::string::npos);
 }
 
 TEST_CASE("a CPU-bound call alone is on CPU") {

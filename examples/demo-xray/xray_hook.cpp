@@ -26,7 +26,7 @@ const bool g_reporting = [] {
         // class, shows), not every ZIP helper, constructor and destructor they call.
         tracetree::xray::set_callees("(Mapper|StandardRoot|Cache|JarWarResourceSet|TomcatJarInputStream)::\\w+",
                                      tracetree::PatternSyntax::regex);
-        tracetree::detail::runtime().listen(&report, nullptr);
+        tracetree::detail::listen_to_sessions(&report, nullptr);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "demo-server-xray: %s\n", e.what());
     }

@@ -92,7 +92,7 @@ public:
     explicit Resumed(Coroutine& coroutine) noexcept {
         detail::Arena* arena = detail::tls_arena();
         if (arena == nullptr && (arena = detail::join_thread()) == nullptr) return;
-        if (!arena->recorder->resume(*arena, coroutine.origin_.path_, coroutine.state_, saved_)) saved_.arena = nullptr;
+        if (!arena->recorder->resume(*arena, coroutine.origin_.path(), coroutine.state_, saved_)) saved_.arena = nullptr;
     }
     ~Resumed() {
         if (saved_.arena != nullptr) saved_.arena->recorder->suspend(saved_);

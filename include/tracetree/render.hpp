@@ -112,10 +112,19 @@ inline bool use_colour(std::ostream& out, Colour colour) {
 inline constexpr const char* kHotMarker = " <- hot";
 
 // A trace's root: ` [on CPU P%, off CPU P%: runnable P%, blocked P%]` (the split when the source
-// knows it); a call below it whose lower bound is more than half its total: ` [off CPU >= P%]`.
-inline void append_off_cpu(std::string& out, const Node& node) {
+// knows it), ` [on CPU <= P%, off CPU >= P%]` when the source saw only part of it; a call below it
+// whose lower bound is more than half its total: ` [off CPU >= P%]`.
+inline void append_off_cpu(std::string& out, const Node& node, bool root) {
     if (!node.off_cpu || node.total.count() <= 0) return;
     const OffCpu& off = *node.off_cpu;
+    if (off.at_least && root) {
+        out += " [on CPU <= ";
+        append_percent(out, node.total - off.off, node.total);
+        out += "%, off CPU >= ";
+        append_percent(out, off.off, node.total);
+        out += "%]";
+        return;
+    }
     if (off.at_least) {
         if (!node.mostly_off_cpu()) return;
         out += " [off CPU >= ";
@@ -227,7 +236,7 @@ struct TreeWriter {
             append_java_millis(text, node.continued_total);
             text += node.count > 1 ? "ms continued under it; min,max: its own calls]" : "ms continued under it]";
         }
-        if (cpu) append_off_cpu(text, node);
+        if (cpu) append_off_cpu(text, node, parent == nullptr);
         if (!colour && &node == highlighted) text += kHotMarker;
         text += '\n';
         const std::size_t outer = prefix.size();
@@ -299,9 +308,9 @@ inline void human_rows(std::ostream& out, const Node& node, const std::string& p
     if (node.continued_total.count() != 0 && !node.continued)
         out << "  (total includes " << duration(node.continued_total) << " continued under it; min, max: its own calls)";
     if (node.dropped != 0) out << "  (" << node.dropped << " calls below not recorded)";
-    if (node.off_cpu && (!node.off_cpu->at_least || node.mostly_off_cpu())) {
+    if (node.off_cpu && (!node.off_cpu->at_least || node.mostly_off_cpu() || branch.empty())) {
         std::string off;
-        append_off_cpu(off, node);
+        append_off_cpu(off, node, branch.empty());
         out << " " << off;
     }
     out << '\n';

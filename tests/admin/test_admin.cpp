@@ -723,7 +723,7 @@ TEST_CASE("docs/admin.md lists the endpoints as the handler's table has them") {
                                                         : param.limit == Param::max_timeout ? "`max_timeout`"
                                                                                             : tracetree::detail::admin::number(param.high);
             if (param.kind == Param::required) params += " (required)";
-            else if (param.kind == Param::text) params += " (" + what + ")";
+            else if (param.kind == Param::free_text) params += " (" + what + ")";
             else if (param.kind == Param::flag) params += " 0\\|1 (0)";
             else if (param.kind == Param::choice) params += " " + escaped(what) + " (" + what.substr(0, what.find('|')) + ")";
             else

@@ -2,7 +2,7 @@
 # One mode of scripts/demo, the README's commands, run end to end on this build's programs
 # (DEMO_BUILT: no install, no build, ephemeral ports) and checked: it exits 0, prints what the mode is
 # for, and no admin call in it was refused (a wrong path or parameter answers 4xx with its reason).
-#   tests/demo/modes.sh SCRIPTS_DEMO BUILD_DIR [--xray|--otlp]   (meson passes them; --walk is walk.sh)
+#   tests/demo/modes.sh SCRIPTS_DEMO BUILD_DIR [--xray|--otlp]   (meson passes them; --walk is walk.sh, --load load.sh)
 set -uo pipefail
 
 DEMO=${1:?usage: modes.sh scripts/demo BUILD_DIR [--xray|--otlp]}

@@ -2,7 +2,7 @@
 # Every script in scripts/ runs alone on a fresh clone (issue 43): in a copy of this tree as a clone
 # with the uncommitted changes has it (no build folders), each script's -h and --help print its usage
 # and exit 0, an unknown option exits 2 at once, and neither builds or leaves anything. Then the quick
-# ones run for real from that copy: version.py, mutate --list, install-deps, and conformance (the W3C
+# ones run for real from that copy: version.py, house --check, mutate --list, install-deps, and conformance (the W3C
 # Trace Context harness, which configures and builds build/conformance first: about 15 s of the 2-core
 # machine). The others build for minutes and run in their own steps of scripts/test; a script in
 # neither list fails here, so a new one is classified when it is added.
@@ -24,7 +24,7 @@ clone=$work/clone
 tree_copy "$clone"
 cd "$clone"
 
-quick=(version.py mutate install-deps conformance)
+quick=(version.py mutate install-deps conformance house)
 # Where the others run: each builds (scripts/test's steps; demo and demo-walk in suite end-to-end).
 elsewhere=(bench consumer-test demo demo-walk fuzz load-test render-svg test)
 
@@ -60,6 +60,7 @@ run() {  # LABEL COMMAND...: runs it from the clone, its output kept for a failu
 }
 run "scripts/version.py" scripts/version.py
 grep -qxE '[0-9]+\.[0-9]+\.[0-9]+' "$work/out" || fail "scripts/version.py printed no version"
+run "scripts/house --check" scripts/house --check
 run "scripts/mutate --list" scripts/mutate --list
 grep -q '^ *1\. ' "$work/out" || fail "scripts/mutate --list listed no mutation"
 run "scripts/install-deps" scripts/install-deps

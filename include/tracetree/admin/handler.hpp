@@ -266,11 +266,11 @@ inline void parse_form(std::string_view text, const char* what, Params& into) {
 
 // One parameter: how it is read and checked, with its default and bounds.
 struct Param {
-    enum Kind { text, required, flag, choice, whole, decimal };
+    enum Kind { free_text, required, flag, choice, whole, decimal };
     enum Limit { fixed, max_n, max_timeout };  // what bounds it above: `high`, or that AdminOptions field
     const char* name;
     Kind kind;
-    const char* what = "";  // choice: "a|b|c", the first the default; whole, decimal: the unit; text: the docs' note
+    const char* what = "";  // choice: "a|b|c", the first the default; whole, decimal: the unit; free_text: the docs' note
     double fallback = 0, low = 0, high = 0;  // the default is at most the bound
     Limit limit = fixed;
 };
@@ -958,7 +958,7 @@ struct Table {
              "`frames` are the open scopes), down to `main` or the thread's entry"},
             {"watch", "GET",
              {pattern, regex, n, all_formats, cost, timeout,
-              {"values", Param::text, "a,b: the `TRACETREE_WATCH` names to keep; all"}},
+              {"values", Param::free_text, "a,b: the `TRACETREE_WATCH` names to keep; all"}},
              &H::on_wait,
              {"Watch: the values it saw (Arthas <code>watch</code>)", "watch",
               {pattern_field, regex_field, {"values", "values (a,b)", ""}, n_field, timeout_field}, "Watch"},
@@ -993,7 +993,7 @@ struct Table {
              "the kept traces, oldest first, as Arthas trees, after a line with the counts (recorded, kept, evicted); "
              "200 with a hint when none was started"},
             // Its form is on the page only in a program with XRay, and searches all: index_page writes it.
-            {"xray", "GET", {{"search", Param::text, "a pattern over names; `*`"}, regex, {"all", Param::flag}, all_formats},
+            {"xray", "GET", {{"search", Param::free_text, "a pattern over names; `*`"}, regex, {"all", Param::flag}, all_formats},
              &H::on_xray, {},
              "in a program with XRay: how many functions are instrumented, patchable and patched now, then one line per "
              "matching function (at most 1000): `patched`/`idle`/`never` (not patchable), its name, and the running sessions "
@@ -1012,7 +1012,7 @@ struct Table {
         out += "<form method=\"" + lowercase(endpoint->method) + "\" action=\"" + prefix + '/' + name + '"' +
                (form.id == nullptr ? "" : " id=\"" + std::string(form.id) + "-form\"") + '>';
         for (const Field& field : form.fields) {
-            Param::Kind kind = Param::text;
+            Param::Kind kind = Param::free_text;
             for (const Param& param : endpoint->params)
                 if (std::string_view(param.name) == field.name) kind = param.kind;
             if (kind == Param::flag)

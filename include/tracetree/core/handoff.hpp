@@ -1,7 +1,7 @@
 // tracetree hand-off internals: a captured path and a continuation's saved arena. SPDX-License-Identifier: MIT
 //
-// here() copies the open scopes' sites (outermost first) and a tick; Continue enters that path in the
-// worker's own tree and puts the arena back at the end. Both are calls into the runtime (one each
+// here() copies the open scopes' sites (outermost first) and a tick into a pooled record that the
+// Here points to; Continue enters that path in the worker's own tree and puts the arena back at the end. Both are calls into the runtime (one each
 // way), so every copy in the process records a hand-off the same way; the hot path is untouched.
 #ifndef TRACETREE_CORE_HANDOFF_HPP
 #define TRACETREE_CORE_HANDOFF_HPP
@@ -48,6 +48,17 @@ struct HandoffPath {
     HereHold* hold = nullptr;  // taken inside a trace: the trace waits for this path's work
     std::uint32_t gather_level = 0;  // the trace's root: sites[gather_level]
 };
+
+// One here() taken while recording, shared by that Here's copies (a Here is a pointer to it, so that
+// a task that carries one stays small). The runtime's: taken from a pool, given back to it when the
+// last copy is gone, so that a hand-off allocates nothing once the pool has records to spare.
+struct HandoffRecord {
+    std::atomic<std::uint32_t> refs{1};  // the Here's copies
+    std::atomic<std::uint32_t> next{0};  // in the pool's free list: the next one's index (0: none)
+    std::uint32_t index = 0;             // its own, from 1: the free list links indices, not pointers
+    HandoffPath path;
+};
+inline constexpr HandoffPath kNoPath{};  // an empty Here's
 
 struct CoroutineState;
 
@@ -99,6 +110,16 @@ inline void retain(GatherRef* gather) noexcept {
 }
 inline void release(GatherRef* gather) noexcept {
     if (gather != nullptr && gather->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) find_recorder()->gathered(*gather);
+}
+
+inline void retain(HandoffRecord* record) noexcept {
+    if (record != nullptr) record->refs.fetch_add(1, std::memory_order_relaxed);
+}
+// The only reference needs no atomic decrement: no other thread can copy from it meanwhile.
+inline void release(HandoffRecord* record) noexcept {
+    if (record == nullptr) return;
+    if (record->refs.load(std::memory_order_acquire) == 1 || record->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        find_recorder()->recycle(tls_arena(), *record);
 }
 
 inline void retain(HereHold* hold) noexcept {

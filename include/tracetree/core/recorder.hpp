@@ -380,6 +380,7 @@ struct Arena {
 class Scope;
 class RuntimeImpl;
 struct HandoffPath;   // core/handoff.hpp
+struct HandoffRecord;
 struct Continuation;
 struct GatherRef;
 struct SuspendableScope;
@@ -402,7 +403,8 @@ public:
     virtual void value(Arena& arena, const char* name, double number) noexcept = 0;
     virtual void value(Arena& arena, const char* name, void (*print)(std::ostream&, const void*), const void* object) noexcept = 0;
     // Hand-offs (core/handoff.hpp): where this thread is; continuing there on this thread, and back.
-    virtual void capture_here(Arena& arena, HandoffPath& path) noexcept = 0;
+    virtual HandoffRecord* capture_here(Arena& arena) noexcept = 0;  // null: nothing to continue
+    virtual void recycle(Arena* arena, HandoffRecord& record) noexcept = 0;  // its last Here is gone, on arena's thread
     virtual bool continue_at(Arena& arena, const HandoffPath& path, Continuation& saved) noexcept = 0;
     virtual void end_continue(Continuation& saved) noexcept = 0;
     virtual void gathered(GatherRef& gather) noexcept = 0;  // the last reference is gone: deliver

@@ -187,6 +187,7 @@ TRACETREE_DETAIL_RUNTIME_API std::vector<InstrumentedSession> instrumented_sessi
                             session_kind_name(session->kind)});
     return sessions;
 }
+TRACETREE_DETAIL_RUNTIME_API std::vector<AnnotatedCode> annotated_code() { return runtime().annotated_code(); }
 TRACETREE_DETAIL_RUNTIME_API void forget_if_moved_past(Scope& scope) noexcept { RuntimeImpl::forget_if_moved_past(scope); }
 
 }  // namespace detail

@@ -81,13 +81,84 @@ private:
     std::mutex closed_;
 };
 
+// here()'s records, never freed (a Here may outlive anything): chunks made as needed. Each thread keeps
+// a list of its own, taken from and given back to without atomics; a record let go on a thread whose
+// list is long enough goes to the shared list instead, which a thread whose own list is empty takes
+// whole. With no pop of one record from a shared list, a record taken and given back meanwhile cannot
+// corrupt it (ABA).
+class HandoffRecords {
+public:
+    HandoffRecord* take(ThreadState& state) noexcept {
+        std::uint32_t& spare = state.spare_handoffs;
+        if (spare == 0) spare = free_.exchange(0, std::memory_order_acquire);
+        if (spare == 0) return grow(spare);
+        HandoffRecord& record = at(spare);
+        spare = record.next.load(std::memory_order_relaxed);
+        if (state.spares_given != 0) --state.spares_given;
+        record.refs.store(1, std::memory_order_relaxed);
+        return &record;
+    }
+    // Let go on the thread of `state` (null: one that does not record, or an exiting one).
+    void give_back(ThreadState* state, HandoffRecord& record) noexcept {
+        if (state != nullptr && !state->retired.load(std::memory_order_relaxed) && state->spares_given < kKept) {
+            ++state->spares_given;
+            record.next.store(state->spare_handoffs, std::memory_order_relaxed);
+            state->spare_handoffs = record.index;
+            return;
+        }
+        std::uint32_t head = free_.load(std::memory_order_relaxed);
+        do record.next.store(head, std::memory_order_relaxed);
+        while (!free_.compare_exchange_weak(head, record.index, std::memory_order_release, std::memory_order_relaxed));
+    }
+    void exiting(ThreadState& state) noexcept {  // the thread's list to the shared one
+        while (state.spare_handoffs != 0) {
+            HandoffRecord& record = at(state.spare_handoffs);
+            state.spare_handoffs = record.next.load(std::memory_order_relaxed);
+            give_back(nullptr, record);
+        }
+        state.spares_given = 0;
+    }
+
+private:
+    static constexpr std::uint32_t kChunk = 256;       // records made at a time
+    static constexpr std::uint32_t kMaxChunks = 4096;  // a million Heres alive at once; past that, empty ones
+    static constexpr std::uint32_t kKept = 64;         // records a thread gives back to itself, above those it took
+    HandoffRecord& at(std::uint32_t index) noexcept {
+        return chunks_[(index - 1) / kChunk].load(std::memory_order_acquire)[(index - 1) % kChunk];
+    }
+    // A chunk: its first record taken, the others the thread's list.
+    HandoffRecord* grow(std::uint32_t& spare) noexcept {
+        if (made_.load(std::memory_order_relaxed) >= kMaxChunks) return nullptr;
+        const std::uint32_t number = made_.fetch_add(1, std::memory_order_relaxed);
+        if (number >= kMaxChunks) return nullptr;
+        auto* chunk = new (std::nothrow) HandoffRecord[kChunk];
+        if (chunk == nullptr) return nullptr;  // out of memory: this chunk's number stays unused
+        for (std::uint32_t i = 0; i < kChunk; ++i) {
+            chunk[i].index = number * kChunk + i + 1;
+            chunk[i].next.store(i + 1 < kChunk ? chunk[i].index + 1 : 0, std::memory_order_relaxed);
+        }
+        chunks_[number].store(chunk, std::memory_order_release);
+        spare = chunk[1].index;
+        return chunk;
+    }
+    std::atomic<std::uint32_t> free_{0};  // the shared list's first index (0: empty)
+    std::atomic<std::uint32_t> made_{0};
+    std::atomic<HandoffRecord*> chunks_[kMaxChunks] = {};
+};
+
 class Handoffs {
 public:
     Handoffs(const Clock& clock, SiteTable& sites, ChunkPool& chunks) : clock_(clock), sites_(sites), chunks_(chunks) {}
 
-    // here(): the thread's open scopes (the outermost kMaxDepth of them) and the time.
-    void capture(ThreadState& state, HandoffPath& path) noexcept {
-        if (state.retired.load()) return;
+    // here(): the thread's open scopes (the outermost kMaxDepth of them) and the time, in a record.
+    HandoffRecord* capture(ThreadState& state) noexcept {
+        if (state.retired.load()) return nullptr;
+        HandoffRecord* record = records_.take(state);
+        if (record == nullptr) {  // out of memory: a hand-off not recorded
+            state.drop(1);
+            return nullptr;
+        }
+        HandoffPath& path = record->path;
         // The outermost levels are kept: counted first, then the innermost ones past the limit skipped.
         std::uint32_t open = 0;
         state.open_scopes([&](const SiteInfo*) { ++open; });
@@ -114,7 +185,15 @@ public:
         path.fake_clock = clock_.is_test(std::memory_order_relaxed);
         path.tick = clock_.now(path.fake_clock);
         path.valid = true;
+        return record;
     }
+    // The last Here of a record is gone: the trace it was taken in no longer waits for it. (capture()
+    // sets every other field that a Continue reads.)
+    void recycle(ThreadState* state, HandoffRecord& record) noexcept {
+        release(std::exchange(record.path.hold, nullptr));
+        records_.give_back(state, record);
+    }
+    void exiting(ThreadState& state) noexcept { records_.exiting(state); }
 
     // Continue: the path entered in this thread's tree, the queue wait counted; false: nothing entered.
     bool enter(ThreadState& state, const HandoffPath& path, Continuation& saved) noexcept {
@@ -412,6 +491,7 @@ private:
     const Clock& clock_;
     SiteTable& sites_;
     ChunkPool& chunks_;
+    HandoffRecords records_;
     std::atomic<const InternedSite*> queued_{nullptr};     // the `[queued]` node's site
     std::atomic<const InternedSite*> suspended_{nullptr};  // the `[suspended]` node's site
 };

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 TRACETREE_BEGIN_NAMESPACE
@@ -35,6 +36,15 @@ using SessionsChanged = void (*)(void* context);
 void listen_to_sessions(SessionsChanged changed, void* context);
 void stop_listening_to_sessions(SessionsChanged changed, void* context);
 std::vector<InstrumentedSession> instrumented_sessions();
+// The annotated scopes called so far, each with an address inside the function that holds it: what
+// that function calls directly is reachable from it, so that a trace rooted at an annotated scope, or
+// passing through annotated functions, patches what lies below them. A scope first called while a
+// trace or flight recorder runs makes the listeners run, on its thread, before its body does.
+struct AnnotatedCode {
+    std::string name;  // as patterns see it
+    std::uintptr_t at = 0;
+};
+std::vector<AnnotatedCode> annotated_code();
 
 // A scope whose node is no longer the innermost one cannot end in place: it is forgotten, and the
 // depth it held on the fast path is given back.

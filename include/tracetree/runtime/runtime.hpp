@@ -43,7 +43,9 @@ public:
           admin_setting_(environment("TRACETREE_ADMIN")) {
         if (pthread_key_create(&thread_key_, [](void* state) {
                 auto* thread = static_cast<ThreadState*>(state);
-                static_cast<RuntimeImpl*>(thread->arena.recorder)->threads_.retire(*thread);
+                auto* runtime = static_cast<RuntimeImpl*>(thread->arena.recorder);
+                runtime->handoffs_.exiting(*thread);
+                runtime->threads_.retire(*thread);
             }) != 0)
             throw std::runtime_error("tracetree: no thread-specific key left for the recorder");
     }
@@ -106,7 +108,7 @@ public:
         std::uint8_t slow = 0;
         // A site never seen, with the tree full, is not interned (find_or_add drops it): nothing to watch.
         const bool known = info->interned || !state.current->full();
-        if (known && (info = sites_.registered(site, info)) == nullptr) return;
+        if (known && (info = register_site(site, info)) == nullptr) return;
         std::uint32_t framed = 0, captured = 0;
         std::uint32_t epoch = 0;
         if (known && (flags & kSessions) != 0 && arena.cur != &state.overflow) {
@@ -121,9 +123,10 @@ public:
         // The capture waits for the first thing recorded under the scope, so that an invocation with
         // nothing below it costs the checks only; not when values are kept (by node of the capture's
         // tree, or of the frame's node).
-        // Nor where the thread CPU clock measures off-CPU time: it must be read at the scope's start.
+        // Where the thread CPU clock measures off-CPU time, the clock is read when the capture starts, so
+        // a deferred capture's time before its first child counts as on CPU (mark_off_cpu's lower bound).
         const bool defer = captured != 0 && framed == 0 && !state.captures[state.capture_depth].values &&
-                           (arena.values & kValuesOfAll) == 0 && state.cpu.source() != CpuSource::thread_clock;
+                           (arena.values & kValuesOfAll) == 0;
         if (captured != 0 && !defer) {
             state.enter_capture();
             slow |= Scope::kCaptureRoot;
@@ -237,7 +240,10 @@ public:
 
     // ---- hand-offs (handoff.hpp) ----
 
-    void capture_here(Arena& arena, HandoffPath& path) noexcept override { handoffs_.capture(ThreadState::of(arena), path); }
+    HandoffRecord* capture_here(Arena& arena) noexcept override { return handoffs_.capture(ThreadState::of(arena)); }
+    void recycle(Arena* arena, HandoffRecord& record) noexcept override {
+        handoffs_.recycle(arena != nullptr ? &ThreadState::of(*arena) : nullptr, record);
+    }
     bool continue_at(Arena& arena, const HandoffPath& path, Continuation& saved) noexcept override {
         return handoffs_.enter(ThreadState::of(arena), path, saved);
     }
@@ -285,6 +291,7 @@ public:
     virtual void listen(Listener listener, void* context) { sessions_.listen(listener, context); }
     virtual void unlisten(Listener listener, void* context) { sessions_.unlisten(listener, context); }
     std::vector<std::shared_ptr<const SessionState>> running_sessions() { return sessions_.running(); }
+    std::vector<AnnotatedCode> annotated_code() { return sites_.annotated_code(); }
 
     // Records `type` thrown while the innermost open scope of this thread is the current node.
     virtual void record_throw(void* object, const std::type_info* type) noexcept {
@@ -386,7 +393,7 @@ private:
         ThreadState& state = ThreadState::of(arena);
         if (state.capture_waits()) state.start_deferred_capture();
         if (!info->interned && state.current->full()) return state.enter_overflow();  // a site never seen has no node here
-        if ((info = sites_.registered(site, info)) == nullptr) return state.drop(1);
+        if ((info = register_site(site, info)) == nullptr) return state.drop(1);
         return state.find_or_add(info);
     }
 
@@ -442,16 +449,20 @@ private:
     static std::optional<OffCpu> measure_off_cpu(const ThreadCpu& cpu, const Capture& capture, Nanos cost) noexcept {
         const std::int64_t end = monotonic_ns();
         OffCpuTime time;
+        std::int64_t unmeasured = 0;  // of `cost`, before the clock was read
         if (cpu.source() == CpuSource::switches) {
             if (!cpu.off_cpu(end - cost.count(), end, time)) return std::nullopt;
         } else {
             const std::int64_t used = cpu.source() == CpuSource::thread_clock && capture.cpu_at_start >= 0 ? thread_cpu_ns() : -1;
             if (used < 0) return std::nullopt;
-            // Since the capture started recording; before that (a deferred capture) counts as on CPU.
+            // Since the capture started recording: of a capture deferred to its first child, the time
+            // before it is unknown, and past 1% of the whole what was measured is only a lower bound.
             time.off_ns = (end - capture.monotonic_at_start) - (used - capture.cpu_at_start);
+            unmeasured = cost.count() - (end - capture.monotonic_at_start);
         }
         OffCpu off;
-        off.off = Nanos(std::min(std::max<std::int64_t>(time.off_ns, 0), cost.count()));
+        off.at_least = unmeasured * 100 > cost.count();
+        off.off = Nanos(std::min<std::int64_t>(std::max<std::int64_t>(time.off_ns, 0), cost.count()));
         if (time.runnable_known) off.runnable = std::min(Nanos(std::max<std::int64_t>(time.runnable_ns, 0)), off.off);
         return off;
     }
@@ -512,6 +523,27 @@ private:
         frame.values.clear();
     }
 
+    // A macro's site, interned at its first call. Instrumentation that patches code (xray/) reads what
+    // an annotated function calls, so that a trace rooted at its scope, or passing through it, patches
+    // its callees: the function holding the scope is found then, once per site, by unwinding to the
+    // first frame that is not tracetree's. A running trace hears of it at once, before the scope's
+    // body runs, and patches in time for this very call.
+    const SiteInfo* register_site(Site* site, const SiteInfo* info) noexcept {
+        const bool first_call = !info->interned;
+        info = sites_.registered(site, info);
+        if (info != nullptr && first_call && t_scope_entry_sp == 0 && sessions_.listened()) note_code(info);
+        return info;
+    }
+    TRACETREE_DETAIL_COLD void note_code(const SiteInfo* info) noexcept {
+        try {
+            const std::uintptr_t at = code_outside_tracetree();
+            if (at == 0) return;
+            interned(info).code.store(at, std::memory_order_relaxed);
+            if (sessions_.capturing()) sessions_.notify_listeners();
+        } catch (...) {  // out of memory: the trace shows the scope without the instrumented calls below it
+        }
+    }
+
     // fork() copies only the calling thread: a lock held by another thread at that moment would never
     // be released in the child. So the locks are taken around fork(), and the child forgets the other
     // threads.
@@ -522,8 +554,10 @@ private:
             [] { static_cast<RuntimeImpl*>(find_recorder())->unlock_after_fork(true); });
     }
     // Lock order as everywhere: the hand-offs' gate, listeners, sessions, threads, this thread's own,
-    // sites, chunks.
+    // sites, chunks; the machine stack's walks and names first (a walk takes none of the others).
     void lock_for_fork() noexcept {
+        stack_locks().walking.lock();
+        stack_locks().naming.lock();
         handoffs_.gate.close();
         sessions_.lock();
         threads_.lock();
@@ -544,6 +578,10 @@ private:
         sessions_.unlock_after_fork(child);
         handoffs_.gate.open(child);
         sessions_.forget_held();
+        stack_locks().naming.unlock();
+        // glibc's rwlock tells a writer's unlock by the thread id, which differs in the child: made anew.
+        if (child) new (&stack_locks().walking) std::shared_mutex();
+        else stack_locks().walking.unlock();
     }
 
     Clock clock_;

@@ -11,7 +11,8 @@
 #include "../matcher.hpp"
 #include "../values.hpp"
 
-#include <algorithm>           // std::find, std::remove
+#include <algorithm>           // std::find, std::remove, std::any_of
+#include <iterator>            // std::begin
 #include <atomic>
 #include <chrono>
 #include <condition_variable>  // sessions: next() waits for a capture
@@ -170,6 +171,13 @@ public:
     void listen(Listener listener, void* context) {
         std::lock_guard<std::mutex> lock(listeners_mutex_);
         listeners_.emplace_back(listener, context);
+        listened_.store(true, std::memory_order_relaxed);
+    }
+    bool listened() const noexcept { return listened_.load(std::memory_order_relaxed); }
+    // Whether a trace or flight recorder runs.
+    bool capturing() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return std::any_of(std::begin(slots_), std::end(slots_), [](const auto& session) { return session && session->captures(); });
     }
     void unlisten(Listener listener, void* context) {
         std::lock_guard<std::mutex> lock(listeners_mutex_);
@@ -289,6 +297,7 @@ private:
 
     std::mutex listeners_mutex_;  // taken before mutex_ (a listener asks for running())
     std::vector<std::pair<Listener, void*>> listeners_;
+    std::atomic<bool> listened_{false};  // ever: a program without instrumentation never unwinds for it
 
     std::mutex alive_mutex_;
     std::vector<std::weak_ptr<SessionState>> alive_;

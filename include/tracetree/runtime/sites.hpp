@@ -9,6 +9,7 @@
 
 #include "../core/recorder.hpp"
 #include "../values.hpp"  // Limits: the default budget
+#include "instrumentation.hpp"  // AnnotatedCode
 
 #include <atomic>
 #include <cstdint>
@@ -33,6 +34,9 @@ struct InternedSite : SiteInfo {
     // were made): the shadow of a site points at it, and a site finds its shadow here once made.
     const InternedSite* continues = nullptr;
     mutable std::atomic<const InternedSite*> shadow{nullptr};
+    // An annotated scope: an address inside the function that holds it, found at its first call while
+    // instrumentation listened (RuntimeImpl::note_code); 0 otherwise.
+    mutable std::atomic<std::uintptr_t> code{0};
 };
 inline const InternedSite& interned(const SiteInfo* info) noexcept { return *static_cast<const InternedSite*>(info); }
 
@@ -186,6 +190,17 @@ public:
         for (const auto& site : sites_)
             if (site.second->kind != SiteKind::thrown) names.push_back(site.second->match_name);
         return names;
+    }
+
+    // The annotated sites seen so far whose code is known (instrumentation.hpp).
+    std::vector<AnnotatedCode> annotated_code() {
+        std::vector<AnnotatedCode> code;
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (const auto& site : sites_) {
+            const std::uintptr_t at = site.second->code.load(std::memory_order_relaxed);
+            if (at != 0) code.push_back(AnnotatedCode{site.second->match_name, at});
+        }
+        return code;
     }
 
     // fork(): see RuntimeImpl::lock_for_fork for the order.

@@ -19,6 +19,8 @@
 #include <cstdio>   // std::snprintf: a frame without a name
 #include <memory>
 #include <mutex>
+#include <new>           // placement new: a lock made anew in a forked child
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -30,25 +32,53 @@ namespace detail {
 
 inline constexpr std::size_t kMaxStackFrames = 64;
 
+// fork() copies only the calling thread. A thread of the parent inside the unwinder (which takes the
+// loader's and libgcc's locks) or naming frames would leave the child locks nobody releases, and the
+// child's first stack session would wait forever: the runtime's fork handlers take both of these
+// first (RuntimeImpl::lock_for_fork), so no walk and no naming is under way when fork() copies.
+struct StackLocks {
+    std::shared_mutex walking;  // shared by each walk, exclusive around fork()
+    std::mutex naming;          // the names of return addresses, and the executable's table
+};
+inline StackLocks& stack_locks() {
+    static auto* locks = new StackLocks;  // kept for the process: a thread may walk during exit
+    return *locks;
+}
+
 
 struct StackWalk {
     std::uintptr_t boundary;
     std::vector<std::uintptr_t>* pcs;
+    std::uintptr_t inner_pc = 0;  // the frame before, until the boundary is passed
+    bool passed = false;
 };
 
-// The return addresses of the frames whose canonical frame address (the stack pointer before the
-// call that made the frame) is at or above `boundary`, innermost first: the function holding the
-// scope, then its callers. For an annotated scope the boundary is the scope's address, inside that
-// function's frame; for an XRay function, the stack pointer before its call, which is its CFA.
+// The return addresses of the frames whose part of the stack lies above `boundary`, innermost first:
+// the function holding the scope, then its callers. For an annotated scope the boundary is the
+// scope's address, inside that function's frame; for an XRay function, the stack pointer before its
+// call, the lowest address of its caller's frame.
+//
+// The unwinder's CFA for a frame, as _Unwind_Backtrace hands it over, is the stack pointer inside that
+// frame at its call (the frame's lowest address, measured: libgcc and LLVM's libunwind alike), so a
+// frame holds the boundary when the next frame's CFA is above it: the frame before the first such one
+// is the first kept.
 inline void unwind_stack(std::uintptr_t boundary, std::vector<std::uintptr_t>& pcs) {
     pcs.clear();
+    std::shared_lock<std::shared_mutex> not_forking(stack_locks().walking);
     StackWalk walk{boundary, &pcs};
     _Unwind_Backtrace(
         [](_Unwind_Context* context, void* data) -> _Unwind_Reason_Code {
             auto& w = *static_cast<StackWalk*>(data);
-            if (_Unwind_GetCFA(context) < w.boundary) return _URC_NO_REASON;
-            if (w.pcs->size() == kMaxStackFrames) return _URC_END_OF_STACK;
             const std::uintptr_t pc = _Unwind_GetIP(context);
+            if (!w.passed) {
+                if (_Unwind_GetCFA(context) <= w.boundary) {
+                    w.inner_pc = pc;
+                    return _URC_NO_REASON;
+                }
+                w.passed = true;
+                if (w.inner_pc != 0) w.pcs->push_back(w.inner_pc);
+            }
+            if (w.pcs->size() == kMaxStackFrames) return _URC_END_OF_STACK;
             if (pc == 0) return _URC_END_OF_STACK;
             w.pcs->push_back(pc);
             return _URC_NO_REASON;
@@ -78,16 +108,36 @@ inline const FunctionTable& executable_functions() {
     return *table;
 }
 
+// An address inside the first function on this thread's stack that is not tracetree's own (the one
+// whose scope is being entered), by its name in the executable's table; 0 outside the executable.
+inline std::uintptr_t code_outside_tracetree() {
+    struct Walk {
+        std::uintptr_t found = 0;
+        std::size_t frames = 0;
+    } walk;
+    std::shared_lock<std::shared_mutex> not_forking(stack_locks().walking);
+    _Unwind_Backtrace(
+        [](_Unwind_Context* context, void* data) -> _Unwind_Reason_Code {
+            auto& w = *static_cast<Walk*>(data);
+            const std::uintptr_t pc = _Unwind_GetIP(context);
+            if (pc == 0 || ++w.frames > kMaxStackFrames) return _URC_END_OF_STACK;
+            const FunctionTable::Entry* function = executable_functions().find(pc - 1);  // a return address: the call is before it
+            if (function != nullptr && function->name.rfind("tracetree::", 0) == 0) return _URC_NO_REASON;
+            if (function != nullptr) w.found = pc - 1;
+            return _URC_END_OF_STACK;
+        },
+        &walk);
+    return walk.found;
+}
+
 // The name of the function holding `pc` (or its address), remembered: a stack session's frames come
-// back at every matching call, and naming one costs more than walking it.
+// back at every matching call, and naming one costs more than walking it. One lock for all of it, the
+// table's first reading included, so that fork() never copies it half done.
 inline std::string name_of(std::uintptr_t pc) {
-    static std::mutex mutex;
     static auto* names = new std::unordered_map<std::uintptr_t, std::string>;  // kept for the process
-    {
-        std::lock_guard<std::mutex> lock(mutex);
-        const auto known = names->find(pc);
-        if (known != names->end()) return known->second;
-    }
+    std::lock_guard<std::mutex> lock(stack_locks().naming);
+    const auto known = names->find(pc);
+    if (known != names->end()) return known->second;
     std::string name;
     if (const FunctionTable::Entry* function = executable_functions().find(pc)) {
         name = frame_name(function->name);
@@ -100,7 +150,6 @@ inline std::string name_of(std::uintptr_t pc) {
         std::snprintf(text, sizeof text, "%#llx", static_cast<unsigned long long>(pc));
         name = text;
     }
-    std::lock_guard<std::mutex> lock(mutex);
     if (names->size() < 65536) names->emplace(pc, name);
     return name;
 }

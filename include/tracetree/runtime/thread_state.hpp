@@ -128,6 +128,10 @@ public:
     // its root's level in the paths: here() links to it, so that each further hop is traced too.
     GatherRef* continuing = nullptr;
     std::uint32_t continuing_level = 0;
+    // here() records this thread keeps for its next ones (handoffs.hpp): the first, and how many it
+    // gave back to itself (at most a few dozen: a thread that only continues gives the rest to all).
+    std::uint32_t spare_handoffs = 0;
+    std::uint32_t spares_given = 0;
     ThreadCpu cpu;  // where its captures' off-CPU time comes from
 
     bool reset_pending() const noexcept { return reset_requested.load() != reset_done_.load(); }

@@ -54,6 +54,7 @@
 #include "../runtime/sites.hpp"            // function_name: XRay functions named as TRACETREE_FUNCTION() names them
 #include "calls.hpp"
 #include "../runtime/symbols.hpp"
+#include "../runtime/stack.hpp"  // executable_functions: where an annotated function's code is
 
 #include <algorithm>  // std::any_of, std::fill, std::remove
 #include <atomic>
@@ -65,6 +66,7 @@
 #include <stdexcept>  // std::runtime_error
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 #include <xray/xray_interface.h>  // clang's XRay runtime (Debian: libclang-common-14-dev, libclang-rt-14-dev)
 #include <dlfcn.h>                // dlsym: the C++ runtime's personality routine
@@ -197,6 +199,11 @@ struct XRayState {
     std::vector<std::string> wanted_by;  // [id]: which running sessions want it, for the admin's view
     bool expedited = false;  // membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) works
     Pattern callees{"*", PatternSyntax::glob};
+    // Where every function of the executable starts, sorted: (address, id), an XRay function by its
+    // id, any other by functions.size() + its index in executable_functions(). Calls are read against
+    // it, so that a call to an annotated function is seen as well as one to an XRay function.
+    std::vector<std::pair<std::uintptr_t, std::int32_t>> starts;
+    std::unordered_map<std::int32_t, DirectCalls> annotated;  // by id: an annotated function's calls
 
     std::mutex threads_mutex;
     std::vector<XRayThread*> threads;
@@ -426,7 +433,7 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     if (depth == 0 || thread.frames[depth - 1].sp != sp || thread.ids[depth - 1].load(std::memory_order_relaxed) != id) return;
     const auto& targets = table.functions[id]->direct.tails;
     const bool stays = std::any_of(targets.begin(), targets.end(), [&](std::int32_t target) {
-        return table.states[target].load(std::memory_order_relaxed) == kXRayWanted;
+        return target <= table.max_id && table.states[target].load(std::memory_order_relaxed) == kXRayWanted;  // others: not XRay
     });
     if (stays) thread.frames[depth - 1].tail = true;
     else xray_pop(thread, table);
@@ -571,8 +578,16 @@ inline void xray_install_locked(XRayState& state) {
                                                    symbols.annotated[id - 1]);
         }
         // The direct calls of each function, from its code as loaded (no sled is patched yet).
-        std::vector<std::pair<std::uintptr_t, std::int32_t>> starts;
+        std::vector<std::pair<std::uintptr_t, std::int32_t>>& starts = state.starts;
         for (std::size_t id = 1; id <= max_id; ++id) starts.emplace_back(addresses[id - 1], static_cast<std::int32_t>(id));
+        std::sort(starts.begin(), starts.end());
+        const std::vector<FunctionTable::Entry>& others = executable_functions().functions;
+        for (std::size_t i = 0; i < others.size() && max_id + 1 + i <= 0x7FFFFFFF; ++i) {
+            const auto xray = std::lower_bound(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(max_id),
+                                               std::make_pair(others[i].address, std::int32_t{0}));
+            if (xray == starts.begin() + static_cast<std::ptrdiff_t>(max_id) || xray->first != others[i].address)
+                starts.emplace_back(others[i].address, static_cast<std::int32_t>(max_id + 1 + i));
+        }
         std::sort(starts.begin(), starts.end());
         for (std::size_t id = 1; id <= max_id; ++id) {
             XRayFunction& function = *state.functions[id];
@@ -615,8 +630,18 @@ private:
     const bool was_;
 };
 
+// The id of the function holding `at` (starts' numbering), or 0.
+inline std::int32_t xray_function_at(const XRayState& state, std::uintptr_t at) {
+    const FunctionTable::Entry* function = executable_functions().find(at);
+    if (function == nullptr) return 0;
+    const auto found = std::lower_bound(state.starts.begin(), state.starts.end(), std::make_pair(function->address, std::int32_t{0}));
+    return found != state.starts.end() && found->first == function->address ? found->second : 0;
+}
+
 // Which functions the running sessions want (state.wanted[id]): those their patterns match, and for a
 // trace or flight recorder those reachable from them in `depth` direct calls (narrowed by set_callees).
+// Annotated functions seen so far are part of the graph: a pattern may match one, and a path may pass
+// through one (an annotated function calling one built with XRay); they are never patched themselves.
 inline void xray_mark_wanted(XRayState& state, const std::vector<InstrumentedSession>& sessions) {
     const std::size_t count = state.functions.size();
     state.wanted.assign(count, 0);
@@ -627,9 +652,25 @@ inline void xray_mark_wanted(XRayState& state, const std::vector<InstrumentedSes
         text += std::string(session.kind) + " '" + session.pattern->text() + "'";
         if (session.captures) text += " (depth " + std::to_string(session.depth) + ")";
     };
-    std::vector<const DirectCalls*> graph(count, nullptr);
+    std::vector<const DirectCalls*> graph(count + executable_functions().functions.size(), nullptr);
     for (std::size_t id = 1; id < count; ++id) graph[id] = &state.functions[id]->direct;
-    std::vector<std::uint8_t> reached(count), matched(count);
+    std::vector<std::pair<std::string, std::int32_t>> annotated;  // (name, id) of each annotated scope seen
+    for (const AnnotatedCode& code : annotated_code()) {
+        const std::int32_t id = xray_function_at(state, code.at);
+        if (id == 0) continue;  // not in the executable: XRay cannot patch what it calls either
+        annotated.emplace_back(code.name, id);
+        if (static_cast<std::size_t>(id) < count) continue;  // built with XRay too: its calls are read
+        auto known = state.annotated.find(id);
+        if (known == state.annotated.end()) {
+            const FunctionTable::Entry& function = executable_functions().functions[static_cast<std::size_t>(id) - count];
+            known = state.annotated
+                        .emplace(id, direct_calls(reinterpret_cast<const unsigned char*>(function.address), function.size,
+                                                  function.address, state.starts))
+                        .first;
+        }
+        graph[static_cast<std::size_t>(id)] = &known->second;
+    }
+    std::vector<std::uint8_t> reached(graph.size()), matched(count);
     for (const auto& session : sessions) {
         std::vector<std::int32_t> roots;
         for (std::size_t id = 1; id < count; ++id) {
@@ -639,7 +680,10 @@ inline void xray_mark_wanted(XRayState& state, const std::vector<InstrumentedSes
             state.wanted[id] = 1;
             if (!session.captures) by(id, session);
         }
-        if (!session.captures || roots.empty()) continue;
+        if (!session.captures) continue;
+        for (const auto& [name, id] : annotated)
+            if (session.pattern->matches(name)) roots.push_back(id);
+        if (roots.empty()) continue;
         std::fill(reached.begin(), reached.end(), std::uint8_t{0});
         reachable(graph, std::move(roots), session.depth, reached);
         for (std::size_t id = 1; id < count; ++id)
