@@ -28,7 +28,7 @@
 // (cpu_marker; to_string's default, not render()'s): a trace's root ends with
 // ` [on CPU 12.00%, off CPU 88.00%: runnable 80.00%, blocked 8.00%]`, a call below it that was
 // mostly off CPU with ` [off CPU >= 87.50%]` (values.hpp, OffCpu). And the kernel's thread id
-// (tid_marker; neither default asks for it, the admin's text answers do): `;tid=N` after `id=N` in a
+// (tid_marker; neither default asks for it, the admin's HTML pages do): `;tid=N` after `id=N` in a
 // trace's, a profile's and a stack's header, where the value knows it (os_thread_id not 0).
 #ifndef TRACETREE_RENDER_HPP
 #define TRACETREE_RENDER_HPP

@@ -1208,7 +1208,7 @@ inline AdminResponse AdminHandler::on_profile(const AdminRequest&, const Reader&
         return response("application/json", whole(kept, options_.max_body, "the profile's JSON"));
     }
     if (format == "human") render_human(out, shown);
-    else render(out, shown, RenderOptions().colour(Colour::never).hot_marker().cpu_marker().tid_marker());
+    else render(out, shown, RenderOptions().colour(Colour::never).hot_marker().cpu_marker().tid_marker(format == "html"));
     return answer(format, options_.prefix, "profile", cut_lines(kept, options_.max_body, "the profile"), "");
 }
 
@@ -1295,7 +1295,7 @@ inline AdminResponse AdminHandler::on_wait(const AdminRequest& request, const Re
     const bool as_json = format == "json";
     BoundedBuffer values(options_.max_body);
     std::ostream out(&values);
-    const RenderOptions plain = RenderOptions().colour(Colour::never).hot_marker().cpu_marker().tid_marker();
+    const RenderOptions plain = RenderOptions().colour(Colour::never).hot_marker().cpu_marker().tid_marker(format == "html");
     // Adds one value; false, leaving it out, when it does not fit in max_body.
     const auto add = [&](const auto& value, std::size_t index) {
         const std::size_t before = values.size();
@@ -1494,7 +1494,7 @@ inline AdminResponse AdminHandler::on_recorder(const AdminRequest&, const Reader
             out << (shown == 0 ? "\n" : ",\n");
             write_json_value(out, kept[shown]);
         } else {
-            render(out, kept[shown], RenderOptions().colour(Colour::never).hot_marker().cpu_marker().tid_marker());
+            render(out, kept[shown], RenderOptions().colour(Colour::never).hot_marker().cpu_marker().tid_marker(format == "html"));
         }
         if (!values.overflowed()) continue;
         values.rewind(before);
