@@ -165,7 +165,9 @@ void shared_core_matches_schedstat(CpuSource source) {
         CHECK(m.kernel_off > 20.0);  // the busy thread did take the core: else this test shows nothing
         CHECK(traced > m.kernel_off - 10.0);
         CHECK(traced < m.kernel_off + 10.0);
-        CHECK_FALSE(off.at_least);
+        // The thread clock is read when the capture starts, at the first scope below: a preemption
+        // before it (the busy thread shares the core) leaves part unknown, and the figure a lower bound.
+        if (source != CpuSource::thread_clock) CHECK_FALSE(off.at_least);
         if (source != CpuSource::thread_clock) {  // preempted while runnable, not blocked
             REQUIRE(off.runnable.has_value());
             CHECK(share(*off.runnable, m.trace.root.total) > traced - 10.0);

@@ -798,8 +798,9 @@ inline std::string whole(BoundedBuffer& buffer, std::size_t limit, const char* w
 // The names a pattern may match before anything ran: the executable's functions (as
 // TRACETREE_FUNCTION() and XRay name them) and the texts of its annotated scopes. Read once.
 inline const std::vector<std::string>& program_names() {
-    static const std::vector<std::string> names = [] {
-        std::vector<std::string> all;
+    static const std::vector<std::string>& names = *[] {  // kept for the process, as Table's endpoints
+        auto* all_names = new std::vector<std::string>;
+        std::vector<std::string>& all = *all_names;
         try {
             const FunctionTable table = function_table("/proc/self/exe", executable_bias());
             for (const auto& function : table.functions) all.push_back(function_name(function.name.c_str()));
@@ -808,7 +809,7 @@ inline const std::vector<std::string>& program_names() {
             all.erase(std::unique(all.begin(), all.end()), all.end());
         } catch (...) {  // out of memory: nothing known, every pattern waits
         }
-        return all;
+        return all_names;
     }();
     return names;
 }
@@ -943,7 +944,9 @@ struct Table {
                           double{kDefaultCallDepth}, 0, double{kMaxCallDepth}};
         const Field pattern_field{"pattern", "pattern", ""}, regex_field{"regex", "regex", ""};
         const Field cost_field{"cost", "min cost (ms)", "0"}, n_field{"n", "n", "1"}, timeout_field{"timeout", "timeout (s)", "30"};
-        static const std::vector<Endpoint> table = {
+        // Kept for the process, never destroyed: a listener thread may answer while static objects are
+        // destroyed at exit (TRACETREE_ADMIN's listener lives as long as the process).
+        static const std::vector<Endpoint>& table = *new std::vector<Endpoint>{
             {"", "GET", {}, &H::on_index, {}, "the HTML page (below)"},
             {"trace", "GET", {pattern, regex, n, all_formats, cost, timeout, depth}, &H::on_wait,
              {"Trace: the call tree of the next slow invocations (Arthas <code>trace</code>)", "trace",
