@@ -27,7 +27,9 @@
 // with ` <- hot` instead: without it the text is Arthas's byte for byte. Likewise the off-CPU brackets
 // (cpu_marker; to_string's default, not render()'s): a trace's root ends with
 // ` [on CPU 12.00%, off CPU 88.00%: runnable 80.00%, blocked 8.00%]`, a call below it that was
-// mostly off CPU with ` [off CPU >= 87.50%]` (values.hpp, OffCpu).
+// mostly off CPU with ` [off CPU >= 87.50%]` (values.hpp, OffCpu). And the kernel's thread id
+// (tid_marker; neither default asks for it, the admin's HTML pages do): `;tid=N` after `id=N` in a
+// trace's, a profile's and a stack's header, where the value knows it (os_thread_id not 0).
 #ifndef TRACETREE_RENDER_HPP
 #define TRACETREE_RENDER_HPP
 
@@ -58,16 +60,20 @@ public:
     RenderOptions& hot_marker(bool on = true) { hot_marker_ = on; return *this; }
     // End a trace's root line with its time on and off CPU, and each call mostly off CPU with its share.
     RenderOptions& cpu_marker(bool on = true) { cpu_marker_ = on; return *this; }
+    // Add `;tid=N` (the OS thread id, as top -H and perf show it) after a header's `id=N`.
+    RenderOptions& tid_marker(bool on = true) { tid_marker_ = on; return *this; }
     Colour colour() const { return colour_; }
     bool utc() const { return utc_; }
     bool hot_marker() const { return hot_marker_; }
     bool cpu_marker() const { return cpu_marker_; }
+    bool tid_marker() const { return tid_marker_; }
 
 private:
     Colour colour_ = Colour::automatic;
     bool utc_ = false;
     bool hot_marker_ = false;
     bool cpu_marker_ = false;
+    bool tid_marker_ = false;
 };
 
 void render(std::ostream& out, const Trace& trace, const RenderOptions& options = {});
@@ -252,10 +258,16 @@ struct TreeWriter {
     }
 };
 
-inline void write_header(std::ostream& out, std::chrono::system_clock::time_point time, const std::string& thread_name,
-                         std::uint32_t thread_id, const std::vector<std::pair<std::string, std::string>>& fields,
-                         bool utc) {
-    out << "`---ts=" << timestamp(time, utc) << ";thread_name=" << thread_name << ";id=" << thread_id;
+// `;tid=N` when asked and known: nothing by default, so that the header stays Arthas's.
+inline void write_tid(std::ostream& out, std::uint32_t os_thread_id, const RenderOptions& options) {
+    if (options.tid_marker() && os_thread_id != 0) out << ";tid=" << os_thread_id;
+}
+
+template <class Value>
+void write_header(std::ostream& out, std::chrono::system_clock::time_point time, const Value& value,
+                  const std::vector<std::pair<std::string, std::string>>& fields, const RenderOptions& options) {
+    out << "`---ts=" << timestamp(time, options.utc()) << ";thread_name=" << value.thread_name << ";id=" << value.thread_id;
+    write_tid(out, value.os_thread_id, options);
     for (const auto& field : fields) out << ';' << field.first << '=' << field.second;
     out << '\n';
 }
@@ -307,6 +319,10 @@ inline void human_rows(std::ostream& out, const Node& node, const std::string& p
         human_rows(out, node.children[i], inner, i + 1 == node.children.size() ? "`- " : "+- ");
 }
 
+inline std::string human_tid(std::uint32_t os_thread_id) {  // the table's title is not Arthas's: always, when known
+    return os_thread_id == 0 ? std::string() : ", tid " + std::to_string(os_thread_id);
+}
+
 inline void human_table(std::ostream& out, const std::string& title, const std::vector<Node>& roots) {
     out << title << '\n' << "      total       self   count        min        max  call tree\n";
     for (const Node& root : roots) human_rows(out, root, "", "");
@@ -316,7 +332,7 @@ inline void human_table(std::ostream& out, const std::string& title, const std::
 }  // namespace detail
 
 inline void render(std::ostream& out, const Trace& trace, const RenderOptions& options) {
-    detail::write_header(out, trace.start, trace.thread_name, trace.thread_id, trace.fields, options.utc());
+    detail::write_header(out, trace.start, trace, trace.fields, options);
     const bool colour = detail::use_colour(out, options.colour());
     const Node* highlighted = colour || options.hot_marker() ? detail::costliest_below(trace.root, nullptr) : nullptr;
     detail::TreeWriter{out, highlighted, colour, options.cpu_marker()}.line(true, trace.root, nullptr, false);
@@ -329,7 +345,7 @@ inline void render(std::ostream& out, const ThreadProfile& thread, std::chrono::
     if (thread.exited) fields.emplace_back("exited", thread.exited_threads > 1 ? std::to_string(thread.exited_threads) : "true");
     if (thread.dropped_depth != 0) fields.emplace_back("dropped_depth", std::to_string(thread.dropped_depth));
     if (thread.dropped_nodes != 0) fields.emplace_back("dropped_nodes", std::to_string(thread.dropped_nodes));
-    detail::write_header(out, taken, thread.thread_name, thread.thread_id, fields, options.utc());
+    detail::write_header(out, taken, thread, fields, options);
     const bool colour = detail::use_colour(out, options.colour());
     const Node* highlighted = nullptr;
     if (colour || options.hot_marker())
@@ -347,10 +363,11 @@ inline void render(std::ostream& out, const Profile& profile, const RenderOption
     for (const ThreadProfile& thread : profile.threads) render(out, thread, profile.taken, options);
 }
 
-// `ts=...;thread_name=...;id=N`, then `    @` the matching scope and `        at` each scope around it.
+// `ts=...;thread_name=...;id=N[;tid=N]`, then `    @` the matching scope and `        at` each scope around it.
 inline void render(std::ostream& out, const StackTrace& stack, const RenderOptions& options) {
     out << "ts=" << detail::timestamp(stack.start, options.utc()) << ";thread_name=" << stack.thread_name
         << ";id=" << stack.thread_id;
+    detail::write_tid(out, stack.os_thread_id, options);
     for (const auto& field : stack.fields) out << ';' << field.first << '=' << field.second;
     out << '\n';
     // The machine stack's callers when it was walked, else the open scopes around the matching one.
@@ -427,13 +444,14 @@ inline std::string to_string(const ThreadProfile& thread, const RenderOptions& o
 inline void render_human(std::ostream& out, const Trace& trace) {
     detail::human_table(out,
                         "trace of " + trace.root.name + " on " + trace.thread_name + " (id " +
-                            std::to_string(trace.thread_id) + ") at " + detail::timestamp(trace.start, false),
+                            std::to_string(trace.thread_id) + detail::human_tid(trace.os_thread_id) + ") at " +
+                            detail::timestamp(trace.start, false),
                         {trace.root});
 }
 inline void render_human(std::ostream& out, const ThreadProfile& thread) {
     detail::human_table(out,
                         "profile of " + thread.thread_name + " (id " + std::to_string(thread.thread_id) +
-                            (thread.exited ? ", exited" : "") + ")",
+                            detail::human_tid(thread.os_thread_id) + (thread.exited ? ", exited" : "") + ")",
                         thread.roots);
 }
 inline void render_human(std::ostream& out, const Profile& profile) {

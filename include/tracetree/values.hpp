@@ -83,7 +83,8 @@ struct Node {
 struct Trace {  // one captured invocation of a watched scope, as Arthas `trace` prints it
     std::chrono::system_clock::time_point start;
     std::string thread_name;
-    std::uint32_t thread_id = 0;
+    std::uint32_t thread_id = 0;  // the recorder's own number for the thread, from 1 in the order threads first recorded
+    std::uint32_t os_thread_id = 0;  // the kernel's id of the thread (gettid(), as top -H and perf show it); 0: unknown
     std::vector<std::pair<std::string, std::string>> fields;  // annotate(): request ids and such
     Node root;
 };
@@ -91,6 +92,8 @@ struct Trace {  // one captured invocation of a watched scope, as Arthas `trace`
 struct ThreadProfile {  // everything one thread recorded since start or reset (Arthas `monitor`)
     std::string thread_name;
     std::uint32_t thread_id = 0;
+    // As in Trace; 0 also for an entry of exited threads that folds several (their ids may be reused).
+    std::uint32_t os_thread_id = 0;
     bool exited = false;  // exited threads are folded together by thread name
     std::uint64_t dropped_depth = 0, dropped_nodes = 0;
     std::uint64_t exited_threads = 0;  // exited: how many threads were folded into this entry
@@ -115,6 +118,7 @@ struct StackTrace {
     std::chrono::system_clock::time_point start;
     std::string thread_name;
     std::uint32_t thread_id = 0;
+    std::uint32_t os_thread_id = 0;  // as in Trace
     std::vector<std::pair<std::string, std::string>> fields;  // annotate()
     Nanos cost{};
     bool threw = false;
@@ -130,6 +134,7 @@ struct WatchEvent {
     std::chrono::system_clock::time_point start;
     std::string thread_name;
     std::uint32_t thread_id = 0;
+    std::uint32_t os_thread_id = 0;  // as in Trace
     std::vector<std::pair<std::string, std::string>> fields;  // annotate()
     std::string scope;  // the matching scope's name
     std::string file;

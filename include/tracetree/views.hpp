@@ -47,7 +47,7 @@ enum class FoldedValue {
 };
 struct FoldedOptions {
     FoldedValue value = FoldedValue::self_us;
-    bool thread_frames = false;  // first frame is "[thread-name tid=N]"; a profile is otherwise merged
+    bool thread_frames = false;  // first frame is "[thread-name tid=N]" (N: the OS thread id when known); a profile is otherwise merged
 };
 // Each line is `frame;frame;frame VALUE`: VALUE in whole microseconds (rounded) for self_us and
 // total_us, in calls for count. Lines whose value is 0 are left out (throw nodes have no time, so
@@ -187,8 +187,12 @@ inline std::string signed_duration(Nanos d) { return d.count() > 0 ? "+" + durat
 
 inline std::string share(Nanos part, Nanos whole) { return whole.count() > 0 ? percent(part, whole) + "%" : "0%"; }
 
-inline std::string thread_frame(const std::string& name, std::uint32_t id) {
-    return "[" + name + " tid=" + std::to_string(id) + "]";
+// async-profiler's `[name tid=N]`: the OS thread id where the value knows it (os_thread_id), so
+// that the frame matches top -H and perf; else the recorder's own thread_id, as before.
+template <class Value>
+std::string thread_frame(const Value& thread) {
+    const std::uint32_t tid = thread.os_thread_id != 0 ? thread.os_thread_id : thread.thread_id;
+    return "[" + thread.thread_name + " tid=" + std::to_string(tid) + "]";
 }
 
 // ---- flame-graph layout, shared by the plain and the diff graph --------------------------------
@@ -794,7 +798,7 @@ inline std::uint32_t read_thread_id(JsonReader& reader) {
 
 inline ThreadProfile read_thread(JsonReader& reader) {
     ThreadProfile thread;
-    Keys keys(reader, {"thread_name", "thread_id", "exited", "dropped_depth", "dropped_nodes", "roots"});
+    Keys keys(reader, {"thread_name", "thread_id", "exited", "dropped_depth", "dropped_nodes", "roots", "tid"});
     reader.object([&](const std::string& key, std::size_t at) {
         switch (keys.find(key, at)) {
         case 0: thread.thread_name = reader.string(); break;
@@ -803,6 +807,7 @@ inline ThreadProfile read_thread(JsonReader& reader) {
         case 3: thread.dropped_depth = reader.unsigned_integer(); break;
         case 4: thread.dropped_nodes = reader.unsigned_integer(); break;
         case 5: thread.roots = read_nodes(reader); break;
+        case 6: thread.os_thread_id = read_thread_id(reader); break;
         default: reader.skip_value();
         }
     });
@@ -811,6 +816,11 @@ inline ThreadProfile read_thread(JsonReader& reader) {
 
 inline std::string time_ns(std::chrono::system_clock::time_point time) {
     return std::to_string(std::chrono::duration_cast<Nanos>(time.time_since_epoch()).count());
+}
+
+// `,"tid":N`, the OS thread id, only when known: files without it read as before.
+inline std::string tid_field(std::uint32_t os_thread_id) {
+    return os_thread_id == 0 ? std::string() : ",\"tid\":" + std::to_string(os_thread_id);
 }
 
 inline void write_pairs(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& pairs) {
@@ -883,7 +893,7 @@ inline std::string micros(Nanos time) {  // "12.345": microseconds with every na
 inline void write_folded(std::ostream& out, const Trace& trace, const FoldedOptions& options) {
     detail::views::folded_lines(
         out, trace.root,
-        options.thread_frames ? detail::views::folded_frame(detail::views::thread_frame(trace.thread_name, trace.thread_id)) : "",
+        options.thread_frames ? detail::views::folded_frame(detail::views::thread_frame(trace)) : "",
         options.value);
 }
 
@@ -897,7 +907,7 @@ inline void write_folded(std::ostream& out, const Profile& profile, const Folded
 
 inline void write_folded(std::ostream& out, const ThreadProfile& thread, const FoldedOptions& options) {
     const std::string frame =
-        options.thread_frames ? detail::views::folded_frame(detail::views::thread_frame(thread.thread_name, thread.thread_id)) : "";
+        options.thread_frames ? detail::views::folded_frame(detail::views::thread_frame(thread)) : "";
     for (const Node& root : thread.roots) detail::views::folded_lines(out, root, frame, options.value);
 }
 
@@ -921,7 +931,7 @@ inline void write_flamegraph_svg(std::ostream& out, const Profile& profile, cons
             std::vector<Frame> roots;
             for (const Node& root : thread.roots) roots.push_back(detail::views::plain_frame(root, whole));
             Frame frame = detail::views::synthetic_frame(
-                detail::views::thread_frame(thread.thread_name, thread.thread_id), std::move(roots), "thread");
+                detail::views::thread_frame(thread), std::move(roots), "thread");
             detail::views::name_colour(frame, thread.thread_name);
             frames.push_back(std::move(frame));
         }
@@ -986,7 +996,8 @@ inline void write_json(std::ostream& out, const Trace& trace) {
     using detail::views::json_string;
     out << "{\"format\":\"tracetree\",\"version\":1,\"kind\":\"trace\",\"start_ns\":"
         << detail::views::time_ns(trace.start) << ",\"thread_name\":" << json_string(trace.thread_name)
-        << ",\"thread_id\":" << std::to_string(trace.thread_id) << ",\"fields\":";
+        << ",\"thread_id\":" << std::to_string(trace.thread_id) << detail::views::tid_field(trace.os_thread_id)
+        << ",\"fields\":";
     detail::views::write_pairs(out, trace.fields);
     out << ",\"root\":";
     detail::views::write_node(out, trace.root, 1);
@@ -997,7 +1008,7 @@ namespace detail {
 namespace views {
 inline void write_thread(std::ostream& out, const ThreadProfile& thread) {
     out << "{\"thread_name\":" << json_string(thread.thread_name)
-        << ",\"thread_id\":" << std::to_string(thread.thread_id) << ",\"exited\":" << (thread.exited ? "true" : "false")
+        << ",\"thread_id\":" << std::to_string(thread.thread_id) << tid_field(thread.os_thread_id) << ",\"exited\":" << (thread.exited ? "true" : "false")
         << ",\"dropped_depth\":" << std::to_string(thread.dropped_depth)
         << ",\"dropped_nodes\":" << std::to_string(thread.dropped_nodes) << ",\"roots\":[";
     for (std::size_t i = 0; i < thread.roots.size(); ++i) {
@@ -1034,7 +1045,7 @@ inline std::variant<Trace, Profile> read_json(std::string_view text) {
     std::int64_t version = 0;
     std::size_t kind_at = 0;
     Keys keys(reader, {"format", "version", "kind", "start_ns", "thread_name", "thread_id", "fields", "root",
-                       "taken_ns", "threads"});
+                       "taken_ns", "threads", "tid"});
     reader.object([&](const std::string& key, std::size_t at) {
         switch (keys.find(key, at)) {
         case 0: format = reader.string(); break;
@@ -1055,6 +1066,7 @@ inline std::variant<Trace, Profile> read_json(std::string_view text) {
         case 7: trace.root = read_node(reader); break;
         case 8: profile.taken = read_time(reader); break;
         case 9: reader.array([&] { profile.threads.push_back(read_thread(reader)); }); break;
+        case 10: trace.os_thread_id = read_thread_id(reader); break;
         default: reader.skip_value();
         }
     });

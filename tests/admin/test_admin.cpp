@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <sys/syscall.h>  // SYS_gettid: the OS thread id the answers show
+#include <unistd.h>
 
 bool admin_second_tu_handles(const char* target);  // second_tu.cpp
 
@@ -69,6 +71,8 @@ std::string header(const AdminResponse& response, const std::string& name) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string own_tid() { return std::to_string(syscall(SYS_gettid)); }
 
 // A call that waits, on its own thread.
 struct Call {
@@ -130,6 +134,11 @@ TEST_CASE("trace: Arthas text, JSON and a page, n invocations or the timeout") {
     CHECK(contains(traced.body, "`---ts="));
     CHECK(contains(traced.body, "] admin_work::work() [on CPU "));  // and how much of it off CPU (issue 41)
     CHECK(contains(traced.body, "admin_work::leaf() #"));
+    // Arthas's header in the text; the page names the OS thread too (issue 39): `id=` stays the recorder's number.
+    CHECK_FALSE(contains(traced.body, ";tid="));
+    const AdminResponse traced_page =
+        while_waiting(handler, get("/trace?pattern=admin_work::work&format=html&timeout=60"), [] { admin_work::work(1); });
+    CHECK(contains(traced_page.body, ";tid=" + own_tid()));
     CHECK(contains(traced.body, "Command execution times exceed limit: 2, so command will exit. You can set it with the n= parameter.\n"));
 
     const AdminResponse json = while_waiting(handler, get("/trace?pattern=work&regex=1&format=json&timeout=60"),
@@ -142,6 +151,8 @@ TEST_CASE("trace: Arthas text, JSON and a page, n invocations or the timeout") {
     const std::string one = json.body.substr(json.body.find("{\"format\":\"tracetree\""),
                                              json.body.rfind("\n]}") - json.body.find("{\"format\":\"tracetree\""));
     CHECK(tracetree::read_trace_json(one).root.name == "admin_work::work()");
+    CHECK(std::to_string(tracetree::read_trace_json(one).os_thread_id) == own_tid());
+    CHECK(contains(json.body, ",\"tid\":" + own_tid() + ","));
 
     const AdminResponse timed_out = handler.handle(get("/trace?pattern=no_such_function&timeout=0.05&cost=2.5"));
     CHECK(timed_out.status == 200);
@@ -158,6 +169,10 @@ TEST_CASE("stack and watch, as Arthas prints them, or JSON") {
         while_waiting(handler, get("/stack?pattern=leaf&timeout=60"), [] { admin_work::work(4); });
     CHECK(stack.status == 200);
     CHECK(contains(stack.body, "    @admin_work::leaf()\n        at admin_work::work(test_admin.cpp:"));
+    CHECK_FALSE(contains(stack.body, ";tid="));
+    const AdminResponse stack_page =
+        while_waiting(handler, get("/stack?pattern=leaf&format=html&timeout=60"), [] { admin_work::work(4); });
+    CHECK(contains(stack_page.body, ";tid=" + own_tid()));
 
     const AdminResponse watch =
         while_waiting(handler, get("/watch?pattern=leaf&values=i&n=2&timeout=60"), [] {
@@ -177,6 +192,8 @@ TEST_CASE("stack and watch, as Arthas prints them, or JSON") {
     const AdminResponse stack_json =
         while_waiting(handler, get("/stack?pattern=leaf&format=json&timeout=60"), [] { admin_work::work(8); });
     CHECK(contains(stack_json.body, "\"frames\":[{\"name\":\"admin_work::leaf()\""));
+    CHECK(contains(stack_json.body, ",\"tid\":" + own_tid() + ",\"fields\":"));
+    CHECK(contains(json.body, ",\"tid\":" + own_tid() + ",\"fields\":"));  // the watch's
 }
 
 TEST_CASE("monitor: one Arthas table per interval, or JSON") {
@@ -222,6 +239,12 @@ TEST_CASE("profile in every format, merged or per thread; reset by POST only") {
         CHECK(response.content_type == format.type);
         CHECK(contains(response.body, format.part));
     }
+    // Per thread, each thread's header, page and flame-graph frame name its OS thread id (issue 39); the
+    // merged tree is no one thread's.
+    CHECK_FALSE(contains(handler.handle(get("/profile?threads=1")).body, ";tid="));
+    CHECK(contains(handler.handle(get("/profile?threads=1&format=html")).body, ";tid=" + own_tid()));
+    CHECK(contains(handler.handle(get("/profile?threads=1&format=svg")).body, " tid=" + own_tid() + "]"));
+    CHECK_FALSE(contains(handler.handle(get("/profile")).body, "tid="));
     const AdminResponse by_get = handler.handle(get("/reset"));
     CHECK(by_get.status == 405);
     CHECK(header(by_get, "Allow") == "POST");
@@ -645,6 +668,7 @@ TEST_CASE("JSON of stack, watch and monitor values (golden)") {
     stack.start = std::chrono::system_clock::time_point(std::chrono::seconds(1700000000));
     stack.thread_name = "exec-\"1\"";
     stack.thread_id = 7;
+    stack.os_thread_id = 4242;  // the watch event's is unknown: no "tid"
     stack.fields = {{"uri", "/send"}};
     stack.cost = 1500000ns;
     stack.frames = {{"a::leaf()", "a.cpp", 12}, {"a::root()", "a.cpp", 30}};

@@ -616,7 +616,7 @@ inline std::optional<AdminResponse> check_caller(const AdminRequest& request, co
 template <class Value>
 void write_origin(std::ostream& out, const Value& value) {  // when and where a stack or watch event happened
     out << "\"start_ns\":" << views::time_ns(value.start) << ",\"thread_name\":" << views::json_string(value.thread_name)
-        << ",\"thread_id\":" << std::to_string(value.thread_id) << ",\"fields\":";
+        << ",\"thread_id\":" << std::to_string(value.thread_id) << views::tid_field(value.os_thread_id) << ",\"fields\":";
     views::write_pairs(out, value.fields);
     out << ",\"cost_ns\":" << std::to_string(value.cost.count()) << ",\"threw\":" << (value.threw ? "true" : "false");
 }
@@ -1211,7 +1211,7 @@ inline AdminResponse AdminHandler::on_profile(const AdminRequest&, const Reader&
         return response("application/json", whole(kept, options_.max_body, "the profile's JSON"));
     }
     if (format == "human") render_human(out, shown);
-    else render(out, shown, RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
+    else render(out, shown, RenderOptions().colour(Colour::never).hot_marker().cpu_marker().tid_marker(format == "html"));
     return answer(format, options_.prefix, "profile", cut_lines(kept, options_.max_body, "the profile"), "");
 }
 
@@ -1298,7 +1298,7 @@ inline AdminResponse AdminHandler::on_wait(const AdminRequest& request, const Re
     const bool as_json = format == "json";
     BoundedBuffer values(options_.max_body);
     std::ostream out(&values);
-    const RenderOptions plain = RenderOptions().colour(Colour::never).hot_marker().cpu_marker();
+    const RenderOptions plain = RenderOptions().colour(Colour::never).hot_marker().cpu_marker().tid_marker(format == "html");
     // Adds one value; false, leaving it out, when it does not fit in max_body.
     const auto add = [&](const auto& value, std::size_t index) {
         const std::size_t before = values.size();
@@ -1497,7 +1497,7 @@ inline AdminResponse AdminHandler::on_recorder(const AdminRequest&, const Reader
             out << (shown == 0 ? "\n" : ",\n");
             write_json_value(out, kept[shown]);
         } else {
-            render(out, kept[shown], RenderOptions().colour(Colour::never).hot_marker().cpu_marker());
+            render(out, kept[shown], RenderOptions().colour(Colour::never).hot_marker().cpu_marker().tid_marker(format == "html"));
         }
         if (!values.overflowed()) continue;
         values.rewind(before);

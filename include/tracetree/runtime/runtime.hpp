@@ -68,6 +68,7 @@ public:
             state->current = state->main.get();
             state->point_at(*state->main, 0);
             state->refresh_os_name();  // before any snapshot can see the thread
+            state->os_id = current_os_thread_id();
             threads_.join(state);
             pthread_setspecific(thread_key_, state.get());
             return &arena;
@@ -426,7 +427,7 @@ private:
                     trace.start = started_at(cost);
                     trace.root = std::move(roots.front());
                     if (off_cpu) mark_off_cpu(trace.root, *off_cpu);
-                    state.header(trace.thread_name, trace.thread_id, trace.fields);
+                    state.header(trace);
                     if (gather != nullptr) {  // delivered when the work it handed off is done
                         ForkGate::Locked lock(handoffs_.gate, gather->mutex, state.id);
                         gather->sessions = capture.sessions;
@@ -486,7 +487,7 @@ private:
     void pop_frame(ThreadState& state, std::uint64_t elapsed, bool threw) noexcept {
         Frame& frame = state.pop_frame();
         const Nanos cost = to_nanos(elapsed, clock_.ns_per_tick());
-        const auto header = [&](std::string& name, std::uint32_t& id, auto& fields) { state.header(name, id, fields); };
+        const auto header = [&](auto& value) { state.header(value); };
         for (const auto& session : frame.sessions) {
             try {
                 bool limit_reached = false;
@@ -569,7 +570,10 @@ private:
         chunks_.unlock();
         sites_.unlock();
         if (self != nullptr) self->mutex.unlock();
-        if (child && self != nullptr) self->cpu.close();  // the parent thread's switches: opened again when needed
+        if (child && self != nullptr) {
+            self->cpu.close();  // the parent thread's switches: opened again when needed
+            self->os_id = current_os_thread_id();  // the child's one thread is not the one that forked
+        }
         threads_.unlock_after_fork(child, self);
         sessions_.unlock_after_fork(child);
         handoffs_.gate.open(child);

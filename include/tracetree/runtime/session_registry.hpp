@@ -318,7 +318,7 @@ inline std::chrono::system_clock::time_point started_at(Nanos cost) {
     return std::chrono::system_clock::now() - std::chrono::duration_cast<std::chrono::system_clock::duration>(cost);
 }
 
-// A stack or watch session's value for one invocation: its header by `header(name, id, fields)`,
+// A stack or watch session's value for one invocation: its thread's part by `header(value)`,
 // the rest by `fill(value)`, made only when the session wants it.
 template <class Value, class Header, class Fill>
 bool deliver_invocation(SessionState& session, Nanos cost, bool threw, Header&& header, Fill&& fill) {
@@ -326,7 +326,7 @@ bool deliver_invocation(SessionState& session, Nanos cost, bool threw, Header&& 
     if (cost < session.min_cost || !ticket(session, number)) return false;
     Value value;
     value.start = started_at(cost);
-    header(value.thread_name, value.thread_id, value.fields);
+    header(value);
     value.cost = cost;
     value.threw = threw;
     fill(value);

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 #include <pthread.h>  // OS thread names
+#include <sys/syscall.h>  // SYS_gettid: glibc before 2.30 has no gettid()
+#include <unistd.h>       // syscall
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
@@ -71,6 +73,10 @@ struct RawSpan {
 
 inline constexpr std::size_t kMaxValuesPerScope = 64;  // TRACETREE_WATCH values kept per scope and invocation
 
+// The calling thread's id in the kernel (top -H, perf, /proc/PID/task): a system call, so read when
+// a thread joins the recorder or a forked child goes on, never per scope.
+inline std::uint32_t current_os_thread_id() noexcept { return static_cast<std::uint32_t>(syscall(SYS_gettid)); }
+
 class ThreadState {
 public:
     ThreadState(std::uint32_t thread_id, std::uint32_t max_nodes, ChunkPool& pool)
@@ -81,6 +87,9 @@ public:
     static ThreadState& of(const Arena& arena) noexcept { return *static_cast<ThreadState*>(arena.state); }
 
     const std::uint32_t id;
+    // current_os_thread_id(), set by the owner before the thread joins and again in a forked child
+    // (whose one thread has an id of its own); read by snapshots.
+    std::uint32_t os_id = 0;
     Arena arena;
     // Shared with snapshots, which copy it under the threads' lock: a thread that exits while one
     // reads it leaves it to that reader to free.
@@ -143,12 +152,14 @@ public:
         std::lock_guard<std::mutex> lock(mutex);
         if (!named) name = buffer;
     }
-    // What a delivered value says of the thread.
-    void header(std::string& thread_name_out, std::uint32_t& thread_id, std::vector<std::pair<std::string, std::string>>& fields) {
+    // What a delivered value (Trace, StackTrace, WatchEvent) says of the thread.
+    template <class Value>
+    void header(Value& value) {
         refresh_os_name();
-        thread_name_out = thread_name();
-        thread_id = id;
-        fields = annotations;
+        value.thread_name = thread_name();
+        value.thread_id = id;
+        value.os_thread_id = os_id;
+        value.fields = annotations;
     }
 
     // ---- the tree being recorded into ----

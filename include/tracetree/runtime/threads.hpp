@@ -119,6 +119,7 @@ private:
             return profiles_.back();
         }
         nodes_ -= count_nodes(same->roots);
+        if (same->os_thread_id != profile.os_thread_id) same->os_thread_id = 0;  // several threads: no one id
         merge_all(same->roots, profile.roots);
         same->dropped_depth += profile.dropped_depth;
         same->dropped_nodes += profile.dropped_nodes;
@@ -366,6 +367,7 @@ private:
         ThreadProfile profile;
         profile.thread_name = state.thread_name();
         profile.thread_id = state.id;
+        profile.os_thread_id = state.os_id;
         if (tree == nullptr || state.reset_pending()) return profile;  // logically empty until the owner clears it
         profile.dropped_depth = tree->dropped_depth.load(std::memory_order_relaxed);
         profile.dropped_nodes = tree->dropped_nodes.load(std::memory_order_relaxed);
