@@ -59,7 +59,7 @@ struct StackWalk {
 // call, the lowest address of its caller's frame.
 //
 // The unwinder's CFA for a frame, as _Unwind_Backtrace hands it over, is the stack pointer inside that
-// frame at its call (the frame's lowest address, measured: libgcc and LLVM's libunwind alike), so a
+// frame at its call (the frame's lowest address, as measured with libgcc), so a
 // frame holds the boundary when the next frame's CFA is above it: the frame before the first such one
 // is the first kept.
 inline void unwind_stack(std::uintptr_t boundary, std::vector<std::uintptr_t>& pcs) {
