@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The admin index page in headless Chromium, driven over the DevTools protocol on a pipe
-(--remote-debugging-pipe: standard library only, no port opened). Starts admin-serve (the handler
+(--remote-debugging-pipe: standard library only, no port opened). Starts `admin-hosts serve` (the handler
 on an ephemeral loopback port, with a worker calling shop::handle_request every 10 ms), then checks:
 the page renders with nothing loaded from elsewhere and no console error (CSP violations included);
 the inline flame graph is drawn; every link answers 200 (JSON ones parse); the trace form starts a
@@ -8,7 +8,7 @@ trace that comes back as a page; the recorder and reset forms work by POST from 
 Origin header must pass the check). Exit 77 (a skip for meson) when Chromium is not installed.
 ADMIN_SCREENSHOT=path.png keeps a screenshot of the index page.
 
-Usage: check_browser.py ADMIN-SERVE"""
+Usage: check_browser.py PROGRAM [ARGUMENT...]  (admin-hosts serve)"""
 import base64
 import json
 import os
@@ -132,7 +132,7 @@ class Browser:
 
 
 def main():
-    serve = sys.argv[1]
+    serve = sys.argv[1:]
     chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
     if not os.access(chromium, os.X_OK):
         print("chromium is not installed (%s): skipped; apt-get install -y chromium" % chromium)
@@ -144,7 +144,7 @@ def main():
         if not condition:
             problems.append(what)
 
-    server = subprocess.Popen([serve], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(serve, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     work = tempfile.mkdtemp(prefix="tracetree-admin-browser-")
     log = open(os.path.join(work, "chromium.log"), "w")
     browser = None

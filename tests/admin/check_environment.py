@@ -2,10 +2,11 @@
 """TRACETREE_ADMIN end to end (docs/admin.md): the recorder reads it once when it starts, and any
 program with a control file listens as it says, with no code of its own.
 
-    check_environment.py PROGRAM [--fork | --no-listener]
+    check_environment.py PROGRAM [CASE] [--fork | --no-listener]
 
-PROGRAM records "env_work", prints "ready" and waits for its standard input to close: env_server.cpp
-(includes admin/server.hpp), env_control.cpp (control.hpp only, linked with tracetree-runtime, which
+PROGRAM (with CASE as its argument) records "env_work", prints "ready" and waits for its standard
+input to close: `admin-hosts env-server` (env_server.cpp, which includes admin/server.hpp),
+env_control.cpp (control.hpp only, linked with tracetree-runtime, which
 holds the listener). With --no-listener, PROGRAM is env_control.cpp header-only, a copy with no
 listener compiled in: TRACETREE_ADMIN=127.0.0.1:0 gets one line on stderr that says so and names the
 fix, and the program runs on and exits 0; nothing else is checked. With --fork, PROGRAM forks when it reads the line `fork` (env_control.cpp), and:
@@ -70,7 +71,8 @@ def start(value):
     env.pop("TRACETREE_ADMIN", None)
     if value is not None:
         env["TRACETREE_ADMIN"] = value
-    program = subprocess.Popen([sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    command = [sys.argv[1]] + [a for a in sys.argv[2:] if not a.startswith("--")]  # the program and its CASE
+    program = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                env=env)
     program.out, program.err = Lines(program.stdout), Lines(program.stderr)
     ready = program.out.next()  # printed after start-up: the listener's line is out by then

@@ -1,6 +1,7 @@
-// admin-env-server: a program whose only admin code is an include of admin/server.hpp, for
-// check_environment.py: TRACETREE_ADMIN starts its listener. Records "env_work" once, then waits for
-// its standard input to close.
+// `admin-hosts env-server` (host_life.cpp's main() runs it), for check_environment.py: a case that
+// runs no admin code of its own; TRACETREE_ADMIN starts the listener, which the program's include of
+// admin/server.hpp declares and tracetree-runtime holds. Records "env_work" once, then waits for its
+// standard input to close.
 #include <tracetree/admin/server.hpp>
 
 #include <cstdio>
@@ -9,7 +10,7 @@
 
 void env_work() { TRACETREE_FUNCTION(); }
 
-int main() {
+int env_server_main() {
     env_work();
     std::puts("ready");
     std::fflush(stdout);

@@ -1,27 +1,29 @@
 // admin-host-life: the admin listener inside a process whose life is hard (issue 42): the host's life
 // is the host's, the listener loses its own work at worst. One case per run, each in a child process
 // of its own (its limits, closed descriptors and daemon stay there); prints "ok:"/"FAIL:" lines and
-// exits 1 on a failure.
+// exits 1 on a failure. These cases are in admin-hosts, the one program of the admin tests that host
+// the listener or the handler (tests/admin/meson.build), beside `serve` (serve.cpp) and `env-server`
+// (env_server.cpp), which this file's main() runs too.
 //
-//   admin-host-life thread-cap     no thread can be created (RLIMIT_NPROC, as another user when root;
+//   admin-hosts thread-cap         no thread can be created (RLIMIT_NPROC, as another user when root;
 //                                  else, not under a sanitizer, an address-space limit with glibc's
 //                                  cache of thread stacks off): a request answers 503 with the reason,
 //                                  the listener goes on and answers 200 once threads can be had again
-//   admin-host-life emfile         out of descriptors (every one taken) with a client in the backlog: the
+//   admin-hosts emfile             out of descriptors (every one taken) with a client in the backlog: the
 //                                  poller's CPU time stays under 5% of the wall time (it backs off
 //                                  instead of spinning), the client is answered once descriptors are
 //                                  free, and the admin page says what happened
-//   admin-host-life closed         a daemon-style main() closes every descriptor above 2 and opens its own
+//   admin-hosts closed             a daemon-style main() closes every descriptor above 2 and opens its own
 //                                  listening socket and pipe on the numbers the listener had: every
 //                                  connection to the program's socket reaches the program, and the
 //                                  listener says once on stderr that it stopped
-//   admin-host-life daemon         (TRACETREE_ADMIN=127.0.0.1:0) daemon(3): without restart_admin() the
+//   admin-hosts daemon             (TRACETREE_ADMIN=127.0.0.1:0) daemon(3): without restart_admin() the
 //                                  daemon says once on stderr that it does not serve; with it, it serves
-//   admin-host-life fork-waiting   (TRACETREE_ADMIN=127.0.0.1:0) 200 forks (20 under TSan) while four
+//   admin-hosts fork-waiting       (TRACETREE_ADMIN=127.0.0.1:0) 200 forks (20 under TSan) while four
 //                                  admin calls wait (trace, stack, watch, monitor): no child hangs, each
 //                                  records and renders, every 10th serves a listener of its own
 //                                  (restart_admin())
-//   admin-host-life exit-answers   (TRACETREE_ADMIN=127.0.0.1:0) a trace call waits when the program
+//   admin-hosts exit-answers       (TRACETREE_ADMIN=127.0.0.1:0) a trace call waits when the program
 //                                  returns from main: it answers 200 with the two invocations it has
 #include <tracetree/admin/server.hpp>
 #include <tracetree/render.hpp>
@@ -483,8 +485,13 @@ void fork_waiting() {
 
 }  // namespace
 
+int serve_main();       // serve.cpp
+int env_server_main();  // env_server.cpp
+
 int main(int argc, char** argv) {
     const std::string what = argc > 1 ? argv[1] : "";
+    if (what == "serve") return serve_main();
+    if (what == "env-server") return env_server_main();
     if (what == "daemon-host" || what == "daemon-host-restart") return daemon_host(what == "daemon-host-restart");
     if (what == "exit-host") return exit_host();
     if (what == "thread-cap") check(in_child(thread_cap) == 0, "thread-cap");
@@ -503,7 +510,7 @@ int main(int argc, char** argv) {
     } else if (what == "fork-waiting") fork_waiting();
     else if (what == "exit-answers") exit_answers("/proc/self/exe");
     else {
-        std::fprintf(stderr, "usage: admin-host-life thread-cap|emfile|closed|daemon|fork-waiting|exit-answers\n");
+        std::fprintf(stderr, "usage: admin-hosts serve|env-server|thread-cap|emfile|closed|daemon|fork-waiting|exit-answers\n");
         return 2;
     }
     std::printf("admin-host-life %s: %d failed\n", what.c_str(), g_failures);

@@ -1,5 +1,6 @@
-// admin/handler.hpp and admin/server.hpp again, in a second translation unit of the admin tests: a
-// definition missing `inline` fails to link.
+// admin/handler.hpp and admin/server.hpp again, in a second translation unit: of the admin tests
+// (declarations only: they link tracetree-runtime), and of admin-header-only (header_only.cpp), where
+// the definitions are compiled in both units and one missing `inline` fails to link.
 #include <tracetree/admin/handler.hpp>
 #include <tracetree/admin/server.hpp>
 

@@ -1,6 +1,7 @@
-// admin-serve: the admin handler on an ephemeral loopback port, for check_browser.py. Prints
-// "port N", then serves while a worker thread calls annotated functions every 10 ms, until its
-// standard input closes (or 10 minutes pass: it never outlives a lost parent for long).
+// `admin-hosts serve` (host_life.cpp's main() runs it): the admin handler on an ephemeral loopback
+// port, for check_browser.py. Prints "port N", then serves while a worker thread calls annotated
+// functions every 10 ms, until its standard input closes (or 10 minutes pass: it never outlives a
+// lost parent for long).
 #include "loopback_server.hpp"
 
 #include <tracetree/admin/handler.hpp>
@@ -25,7 +26,7 @@ void handle_request(int id) {
 }
 }  // namespace shop
 
-int main() {
+int serve_main() {
     tracetree::AdminHandler handler;
     admin_test::LoopbackServer server(handler);
     std::atomic<bool> stop{false};

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 #include <tracetree/admin/handler.hpp>
 #include <tracetree/tracetree.hpp>
+#include <tracetree/views.hpp>  // read_trace_json: answers read back as the views read them
 
 #include <chrono>
 #include <cstdlib>  // std::getenv: TRACETREE_UPDATE_GOLDEN
