@@ -424,6 +424,35 @@ TEST_CASE("watch and stack sessions on a co-scope: one value per call, at its en
     CHECK(stack.done());
 }
 
+TEST_CASE("a coroutine resumed inside the traced scope it was spawned in records at its place: no call left running") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("server-loop"));
+    Scheduler scheduler;
+    {
+        TRACETREE_SCOPE("server-loop");  // an io_context's run() inside a traced scope, say
+        {
+            TRACETREE_SCOPE("spawner");
+            scheduler.spawn(request(scheduler));
+        }
+        REQUIRE(scheduler.run_on("io"));  // `request` opens at its place: server-loop > spawner
+        REQUIRE(scheduler.run_here());    // and ends here, inside the capture of server-loop
+    }
+    const auto merged = tracetree::profile().merged();
+    INFO(tracetree::to_string(merged));
+    const auto& request_node = node_at(merged, {"server-loop", "spawner", "request"});
+    CHECK(request_node.count == 1);
+    CHECK(child_at(request_node, "parse").count == 1);
+    CHECK(child_at(request_node, "respond").count == 1);
+    CHECK(find_child(node_at(merged, {"server-loop"}), "request") == nullptr);
+    CHECK_FALSE(any_running(merged.roots));
+    scheduler.forget_chains();
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    CHECK(captured->root.name == "server-loop");
+    const auto& traced = child_at(child_at(captured->root, "spawner"), "request");
+    CHECK(traced.count == 1);
+}
+
 TEST_CASE("an awaited task's co-scope nests in its caller's, across its own suspensions") {
     FakeClock clock;
     Scheduler scheduler;

@@ -217,6 +217,7 @@ public:
         if (!recording || !enter_path(state, origin, saved)) {
             static_cast<Continuation&>(saved) = Continuation{&arena, arena.cur, arena.cur_index, arena.depth};
             saved.in_place = true;
+            if (recording) enter_in_capture(state, origin);
         }
         saved.coroutine = &coroutine;
         saved.outer = std::exchange(state.coroutine, &coroutine);
@@ -472,6 +473,36 @@ private:
         }
         state.fold_capture(capture);
         release(gather);
+    }
+
+    // A resumption inside a captured invocation records in the capture's tree, at the coroutine's
+    // place when its path passes through the captured scope (a coroutine spawned inside it, resumed
+    // by an io_context run inside it): where it runs may be elsewhere, and a co-scope opened at its
+    // place and ended there would be counted apart from its node.
+    void enter_in_capture(ThreadState& state, const HandoffPath& path) noexcept {
+        if (state.capture_depth == 0 || state.capture_waits() || state.arena.cur == &state.overflow) return;
+        const Capture& capture = state.captures[state.capture_depth - 1];
+        if (state.current != capture.tree.get()) return;
+        // Levels open outside the capture's tree: its root is the path's level `outside`.
+        std::uint32_t outside = 0, inside = 0;
+        state.open_scopes([&](const SiteInfo*) { ++outside; });
+        for (std::uint32_t index = state.arena.cur_index; index != 0; index = state.current->at(index)->parent) ++inside;
+        outside -= inside;
+        if (inside == 0 || outside >= path.depth || path.sites[outside] != original(capture.root)) return;
+        Arena& arena = state.arena;
+        const std::uint32_t root = arena.find(0, capture.root);  // the captured scope's node
+        if (root == 0) return;
+        arena.cur = state.current->at(root);
+        arena.cur_index = root;
+        arena.depth = outside + 1;
+        const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
+        // The path's own sites, not their shadows: this thread made those calls, in this very invocation.
+        for (std::uint32_t level = outside + 1; level < path.depth && arena.depth + 1 < max_depth; ++level)
+            if (!enter_node(state, path.sites[level])) break;
+    }
+    static const SiteInfo* original(const SiteInfo* site) noexcept {
+        const InternedSite& known = interned(site);
+        return known.continues != nullptr ? known.continues : &known;
     }
 
     // The path entered as shadows of its sites, from the root of this thread's tree (or of a tree of its
