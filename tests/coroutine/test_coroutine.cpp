@@ -732,3 +732,49 @@ TEST_CASE("stress: coroutines hopping across 8 threads are counted exactly") {
     CHECK(node_at(merged, {"accept", "[queued]"}).count == kCoroutines);
     CHECK(request_node->dropped == 0);
 }
+
+TEST_CASE("stress: trace, watch and stack sessions on a co-scope hopping across 8 threads deliver exact counts") {
+    tracetree::reset();
+    constexpr int kThreads = 8, kCoroutines = 100, kHops = 5, kWanted = 20;
+    tracetree::TraceSession trace(tracetree::TraceRequest("hopping").limit(kWanted));
+    tracetree::WatchSession watch(tracetree::WatchRequest("hopping").limit(kWanted));
+    tracetree::StackSession stack(tracetree::StackRequest("hopping").limit(kWanted));
+    Scheduler scheduler;
+    struct Body {
+        static Task run(Scheduler& scheduler, Latch& done) {
+            {
+                TRACETREE_CO_SCOPE("hopping");
+                for (int i = 0; i < kHops; ++i) {
+                    co_await scheduler.hop();
+                    TRACETREE_SCOPE("hop-step");
+                }
+            }
+            done.count_down();
+        }
+    };
+    Latch done(kCoroutines);
+    std::vector<std::thread> pool;
+    for (int i = 0; i < kThreads; ++i) pool.emplace_back([&] { scheduler.drain(); });
+    for (int i = 0; i < kCoroutines; ++i) scheduler.spawn(Body::run(scheduler, done));
+    done.wait();
+    scheduler.stop();
+    for (auto& thread : pool) thread.join();  // the last parts of the traces are added as their resumptions end
+    const auto traces = trace.collect(0s);
+    CHECK(traces.size() == kWanted);
+    for (const auto& one : traces) {
+        CHECK(one.root.name == "hopping");
+        CHECK(one.root.count == 1);
+        CHECK(child_at(one.root, "hop-step").count == kHops);
+        CHECK(child_at(one.root, "[suspended]").count == kHops);
+    }
+    CHECK(watch.collect(0s).size() == kWanted);
+    const auto stacks = stack.collect(0s);
+    CHECK(stacks.size() == kWanted);
+    for (const auto& one : stacks) CHECK((!one.frames.empty() && one.frames[0].name == "hopping"));
+    const auto merged = tracetree::profile().merged();
+    const auto& hopping = node_at(merged, {"hopping"});
+    CHECK(hopping.count == kCoroutines);
+    CHECK(child_at(hopping, "hop-step").count == kCoroutines * kHops);
+    CHECK(child_at(hopping, "[suspended]").count == kCoroutines * kHops);
+    CHECK(hopping.dropped == 0);
+}
