@@ -190,6 +190,12 @@ Task two_phases(Scheduler& scheduler) {
     co_await scheduler.hop();
 }
 
+Task hands_off(Scheduler& scheduler, std::optional<tracetree::Here>& handed) {
+    TRACETREE_CO_SCOPE("hands-off");
+    handed = tracetree::here();
+    co_await scheduler.hop();
+}
+
 Task named(Scheduler& scheduler, const char* which) {
     if (which[0] == 'a') {
         TRACETREE_CO_SCOPE("a");
@@ -363,6 +369,36 @@ TEST_CASE("a trace of a co-scope: its coroutine on each thread that resumes it, 
     CHECK(child_at(request_node, "respond").count == 1);
     CHECK(child_at(request_node, "[suspended]").count == 1);
     CHECK_FALSE(any_running(merged.roots));
+}
+
+TEST_CASE("a trace of a co-scope waits for the work handed off from it, and shows it beside the coroutine") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("hands-off"));
+    Scheduler scheduler;
+    std::optional<tracetree::Here> handed;
+    scheduler.spawn(hands_off(scheduler, handed));
+    REQUIRE(scheduler.run_on("opens"));
+    advance(3us);
+    REQUIRE(scheduler.run_on("ends"));
+    CHECK_FALSE(trace.next(0s));  // the handed-off work has not run
+    std::thread([&] {
+        tracetree::set_thread_name("worker");
+        tracetree::Continue on(*handed);
+        TRACETREE_SCOPE("handed-work");
+        advance(4us);
+    }).join();
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    const tracetree::Node& root = captured->root;
+    CHECK(root.name == "hands-off");
+    CHECK(root.count == 1);
+    CHECK(root.total == 3us);
+    CHECK(child_at(root, "[suspended]").total == 3us);
+    const tracetree::Node& handed_work = child_at(root, "handed-work");
+    CHECK(handed_work.count == 1);
+    CHECK(handed_work.total == 4us);
+    CHECK(handed_work.parallel);
+    CHECK(child_at(root, "[queued]").parallel);
 }
 
 TEST_CASE("a trace of a co-scope with a threshold and a count limit: its wall time compared, the next K delivered") {

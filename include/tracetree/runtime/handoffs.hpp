@@ -253,12 +253,10 @@ public:
         const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
         for (std::uint32_t level = 0; level < open && arena.depth + 1 < max_depth; ++level) {
             // The traced co-scope and what is below it go to its trace, in a capture of this resumption.
-            if (traced != nullptr && level == traced_level && !state.capture_waits() &&
-                state.prepare_segment(sites[level], traced->mask, traced->sessions))
-                enter_segment(state, *traced, coroutine);
+            if (traced != nullptr && level == traced_level) start_segment(state, *traced, sites[level], coroutine);
             if (!enter_node(state, sites[level])) break;
         }
-        release(traced);
+        if (traced != nullptr) release(traced);
         count_wait(state, suspended_, "[suspended]", since, fake_clock);
         return true;
     }
@@ -269,8 +267,7 @@ public:
     void suspend(Resumption& saved) noexcept {
         ThreadState& state = ThreadState::of(*saved.arena);
         Arena& arena = state.arena;
-        while (state.capture_depth > saved.captures && state.captures[state.capture_depth - 1].segment == saved.coroutine)
-            end_segment(state);
+        if (state.capture_depth > saved.captures) end_segments(state, saved.coroutine);
         state.coroutine = saved.outer;
         {
             ForkGate::Locked lock(gate, saved.coroutine->mutex, state.id);
@@ -330,12 +327,7 @@ public:
     }
     bool enter_suspendable(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
         Arena& arena = state.arena;
-        if (!enter_node(state, info)) {
-            state.drop(1);
-            if (scope.trace != nullptr) end_segment(state);
-            release(std::exchange(scope.trace, nullptr));
-            return false;
-        }
+        if (!enter_node(state, info)) return not_entered(state, scope);
         {
             CoroutineState& coroutine = *state.coroutine;
             ForkGate::Locked lock(gate, coroutine.mutex, state.id);
@@ -357,22 +349,17 @@ public:
     // Its end, on whichever thread the coroutine runs now: counted if the arena is at its node; `elapsed`
     // receives its wall time then. Its coroutine is touched only while running here (a frame destroyed
     // later may outlive its place). Its trace, if it started one, is let go: delivered when the last
-    // resumption's part of it and the work handed off from it are done.
+    // resumption's part of it and the work handed off from it are done (the caller gives back the
+    // co-scope's reference to it, after this).
     bool leave_suspendable(ThreadState& state, const SuspendableScope& scope, std::uint64_t& elapsed) noexcept {
-        struct LetGo {
-            GatherRef* trace;
-            ~LetGo() { release(trace); }
-        } let_go{scope.trace};
         Arena& arena = state.arena;
         if (state.retired.load()) return false;
         if (scope.coroutine != state.coroutine) return state.drop(1), false;  // a frame destroyed elsewhere
-        GatherRef* untraced = nullptr;  // the coroutine's reference to the trace, given back after the lock
         {
             // Its own entry, the innermost one of its site: chains that share a place (Asio's awaitable
             // operators spawn on the parent's executor) close theirs in any order.
             CoroutineState& coroutine = *scope.coroutine;
             ForkGate::Locked lock(gate, coroutine.mutex, state.id);
-            if (scope.trace != nullptr && coroutine.traced == scope.trace) untraced = std::exchange(coroutine.traced, nullptr);
             if (coroutine.open > HandoffPath::kMaxDepth) {
                 --coroutine.open;
             } else {
@@ -384,26 +371,12 @@ public:
                 }
             }
         }
-        release(untraced);
         if (state.capture_waits() || arena.cur == &state.overflow || arena.cur->site != scope.entered)
             return state.drop(1), false;
         const std::uint64_t now = clock_.now(scope.fake_clock);
         elapsed = now > scope.start ? now - scope.start : 0;
         arena.leave(arena.cur, elapsed, scope.uncaught);
-        if (scope.trace != nullptr && arena.cur_index == 0 && state.capture_depth != 0 &&
-            state.captures[state.capture_depth - 1].gather == scope.trace) {
-            auto& gather = static_cast<Gather&>(*scope.trace);
-            const Nanos cost = to_nanos(elapsed, clock_.ns_per_tick());
-            const bool wanted = std::any_of(gather.sessions.begin(), gather.sessions.end(), [&](const auto& session) {
-                return cost >= session->min_cost && session->reserved.load(std::memory_order_relaxed) < session->limit;
-            });
-            if (wanted) {
-                ForkGate::Locked lock(gate, gather.mutex, state.id);
-                gather.wanted = true;
-                gather.trace.start = started_at(cost);
-            }
-            end_segment(state);
-        }
+        if (scope.trace != nullptr) end_trace(state, *scope.trace, elapsed);
         return true;
     }
 
@@ -433,6 +406,17 @@ public:
         let_go(saved);  // last: it may deliver the trace, whose callbacks may record here
     }
 
+    // Before a traced co-scope's end: its coroutine's later resumptions no longer record for its trace.
+    TRACETREE_DETAIL_COLD void untrace(ThreadState& state, const SuspendableScope& scope) noexcept {
+        if (state.retired.load() || scope.coroutine != state.coroutine) return;  // not its coroutine's to touch
+        GatherRef* traced = nullptr;
+        {
+            ForkGate::Locked lock(gate, scope.coroutine->mutex, state.id);
+            if (scope.coroutine->traced == scope.trace) traced = std::exchange(scope.coroutine->traced, nullptr);
+        }
+        release(traced);
+    }
+
     // The last reference to a gathered capture is gone: its trace with the continued work grafted
     // under it; false when no session wanted the capture.
     static bool finish(Gather& gather) {
@@ -447,6 +431,14 @@ public:
     }
 
 private:
+    TRACETREE_DETAIL_COLD static void start_segment(ThreadState& state, Gather& gather, const SiteInfo* site,
+                                                    const CoroutineState& coroutine) noexcept {
+        if (!state.capture_waits() && state.prepare_segment(site, gather.mask, gather.sessions)) enter_segment(state, gather, coroutine);
+    }
+    // The coroutine suspends: the parts of its trace this resumption recorded end.
+    TRACETREE_DETAIL_COLD void end_segments(ThreadState& state, const CoroutineState* coroutine) noexcept {
+        while (state.capture_depth != 0 && state.captures[state.capture_depth - 1].segment == coroutine) end_segment(state);
+    }
     // A resumption's part of a co-scope's trace: its capture (prepared) entered, holding the trace.
     static void enter_segment(ThreadState& state, Gather& gather, const CoroutineState& coroutine) noexcept {
         state.enter_capture();
@@ -454,6 +446,30 @@ private:
         retain(&gather);
         capture.gather = &gather;
         capture.segment = &coroutine;
+    }
+    // A co-scope whose trace it started could not be entered: that trace is let go at once.
+    TRACETREE_DETAIL_COLD bool not_entered(ThreadState& state, SuspendableScope& scope) noexcept {
+        state.drop(1);
+        if (scope.trace != nullptr) end_segment(state);
+        release(std::exchange(scope.trace, nullptr));
+        return false;
+    }
+    // A traced co-scope has ended, at the top of its trace's capture in this resumption: the trace is
+    // wanted if a session wants its wall time, and this resumption's part ends.
+    TRACETREE_DETAIL_COLD void end_trace(ThreadState& state, GatherRef& trace, std::uint64_t elapsed) noexcept {
+        if (state.arena.cur_index != 0 || state.capture_depth == 0 || state.captures[state.capture_depth - 1].gather != &trace)
+            return;  // ended where its trace was not recorded: not delivered
+        auto& gather = static_cast<Gather&>(trace);
+        const Nanos cost = to_nanos(elapsed, clock_.ns_per_tick());
+        const bool wanted = std::any_of(gather.sessions.begin(), gather.sessions.end(), [&](const auto& session) {
+            return cost >= session->min_cost && session->reserved.load(std::memory_order_relaxed) < session->limit;
+        });
+        if (wanted) {
+            ForkGate::Locked lock(gate, gather.mutex, state.id);
+            gather.wanted = true;
+            gather.trace.start = started_at(cost);
+        }
+        end_segment(state);
     }
     // Its end (the coroutine suspends, or the traced co-scope ends): what it recorded joins the trace,
     // and its tree is folded into the one it started from, as a capture's is.

@@ -247,24 +247,14 @@ public:
         ThreadState& state = ThreadState::of(arena);
         const SiteInfo* info = handoffs_.suspendable_site(state, site);
         if (info == nullptr) return;
-        std::uint32_t epoch = 0, captured = 0, framed = 0;
-        if ((arena.flags.load(std::memory_order_relaxed) & kSessions) != 0) framed = watching(state, info, epoch, captured);
-        if (captured != 0) handoffs_.trace_suspendable(state, scope);
-        if (!handoffs_.enter_suspendable(state, info, scope) || framed == 0) return;
-        try {
-            auto frame = std::make_unique<Frame>();
-            const char here = 0;  // the machine frames at or below it are tracetree's (stack.hpp)
-            state.fill_frame(*frame, info, arena.cur, framed, reinterpret_cast<std::uintptr_t>(&here));
-            scope.frame = frame.release();
-        } catch (...) {  // out of memory: not watched
-        }
+        if ((arena.flags.load(std::memory_order_relaxed) & kSessions) != 0) return enter_watched(state, info, scope);
+        handoffs_.enter_suspendable(state, info, scope);
     }
     void leave_suspendable(Arena& arena, const SuspendableScope& scope) noexcept override {
         ThreadState& state = ThreadState::of(arena);
-        const std::unique_ptr<Frame> frame(static_cast<Frame*>(scope.frame));
         std::uint64_t elapsed = 0;
-        if (handoffs_.leave_suspendable(state, scope, elapsed) && frame)
-            deliver_frame(state, *frame, elapsed, *arena.uncaught > scope.uncaught);
+        if (scope.frame == nullptr && scope.trace == nullptr) return (void)handoffs_.leave_suspendable(state, scope, elapsed);
+        leave_watched(state, scope);
     }
     bool resume(Arena& arena, const HandoffPath& origin, CoroutineState& coroutine, Resumption& saved) noexcept override {
         return handoffs_.resume(ThreadState::of(arena), origin, coroutine, saved);
@@ -496,10 +486,33 @@ private:
         }
     }
 
+    TRACETREE_DETAIL_COLD void enter_watched(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
+        std::uint32_t epoch = 0, captured = 0;
+        const std::uint32_t framed = watching(state, info, epoch, captured);
+        if (captured != 0) handoffs_.trace_suspendable(state, scope);
+        if (!handoffs_.enter_suspendable(state, info, scope) || framed == 0) return;
+        try {
+            auto frame = std::make_unique<Frame>();
+            const char here = 0;  // the machine frames at or below it are tracetree's (stack.hpp)
+            state.fill_frame(*frame, info, state.arena.cur, framed, reinterpret_cast<std::uintptr_t>(&here));
+            scope.frame = frame.release();
+        } catch (...) {  // out of memory: not watched
+        }
+    }
+
+    TRACETREE_DETAIL_COLD void leave_watched(ThreadState& state, const SuspendableScope& scope) noexcept {
+        const std::unique_ptr<Frame> frame(static_cast<Frame*>(scope.frame));
+        std::uint64_t elapsed = 0;
+        if (scope.trace != nullptr) handoffs_.untrace(state, scope);
+        if (handoffs_.leave_suspendable(state, scope, elapsed) && frame)
+            deliver_frame(state, *frame, elapsed, *state.arena.uncaught > scope.uncaught);
+        release(scope.trace);  // last: it may deliver the trace
+    }
+
     // The sessions of this epoch watching `info` on this thread: in `captured` the traces that start a
     // capture of it (its slot prepared; an invocation nested in one a trace already captures is part of
     // that capture), returned the stack, watch and monitor sessions.
-    std::uint32_t watching(ThreadState& state, const SiteInfo* info, std::uint32_t& epoch, std::uint32_t& captured) noexcept {
+    TRACETREE_DETAIL_INLINE std::uint32_t watching(ThreadState& state, const SiteInfo* info, std::uint32_t& epoch, std::uint32_t& captured) noexcept {
         const std::uint32_t mask = sessions_.watch_mask(*info, epoch);
         if (mask == 0 || !state.current_sessions(sessions_, epoch)) return 0;
         captured = mask & state.capture_mask & ~state.capturing;

@@ -455,7 +455,7 @@ public:
     }
     // A frame's sessions (of this epoch's `mask`) and, for stack sessions, where the scope starts.
     // A co-scope's frame is kept with it, not on this stack: it may end on another thread.
-    void fill_frame(Frame& frame, const SiteInfo* site, const NodeRecord* node, std::uint32_t mask, std::uintptr_t boundary) {
+    TRACETREE_DETAIL_INLINE void fill_frame(Frame& frame, const SiteInfo* site, const NodeRecord* node, std::uint32_t mask, std::uintptr_t boundary) {
         frame.site = site;
         frame.node = node;
         if (frame.mask != mask || frame.sessions_epoch != sessions_epoch_) {
