@@ -61,17 +61,20 @@ void client(tcp::endpoint server) {
 }
 
 int main() {
+    // The next request's `handle`, whichever threads resume it: one tree, delivered once it has ended.
+    tracetree::TraceSession next_request(tracetree::TraceRequest("handle"));
     asio::io_context context;
     tcp::acceptor acceptor(context, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
     const tcp::endpoint server = acceptor.local_endpoint();
     {
         TRACETREE_SCOPE("server");  // the listener's place: where traced() is called
         asio::co_spawn(tracetree::traced(context.get_executor()), listen(std::move(acceptor), 2), asio::detached);
-    }
+    }  // run() after it: the coroutines are recorded at their places, not inside `server`'s call
     std::thread clients(client, server);
     std::thread io([&] { context.run(); });  // two threads resume the coroutines
     context.run();  // returns once the listener and both sessions have ended
     io.join();
     clients.join();
     tracetree::render(std::cout, tracetree::profile().merged());
+    if (const auto trace = next_request.next(std::chrono::seconds(0))) tracetree::render(std::cout, *trace);
 }

@@ -21,8 +21,10 @@
 //
 // Inside a coroutine, a scope that is open across a co_await must be a TRACETREE_CO_SCOPE (or a
 // TRACETREE_CO_FUNCTION): it keeps nothing of the thread it started on, and counts the call at its
-// end where the coroutine runs then. It does not start trace, stack or watch sessions (their state is
-// a thread's); the plain scopes it calls do. A plain TRACETREE_SCOPE open across a co_await is not
+// end where the coroutine runs then. Sessions see it as a plain scope: a trace records each of its
+// coroutine's resumptions from it on, on whichever thread, and delivers one tree once it and the work
+// handed off from it have ended; stack, watch and monitor sessions get its end, with its wall time
+// (no TRACETREE_WATCH values). A plain TRACETREE_SCOPE open across a co_await is not
 // supported: it would end on another thread's tree. A co-scope that ends outside its coroutine's
 // resumption (a frame destroyed elsewhere, a coroutine resumed without a Resumed) counts as a dropped
 // call and touches nothing else.

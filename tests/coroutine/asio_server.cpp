@@ -107,6 +107,8 @@ std::uint64_t dropped(const tracetree::Node& node) {
 TEST_CASE("an asio server's coroutines: each session under the listener, each request under its session") {
     tracetree::reset();
     tracetree::set_thread_name("test-main");
+    constexpr int kTraced = 5;  // the next requests, whichever threads resume them: one tree each
+    tracetree::TraceSession trace(tracetree::TraceRequest("handle").limit(kTraced));
     asio::io_context context;
     tcp::acceptor acceptor(context, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
     const tcp::endpoint server = acceptor.local_endpoint();
@@ -174,6 +176,18 @@ TEST_CASE("an asio server's coroutines: each session under the listener, each re
     }
     CHECK(io_seen == kIoThreads);
     CHECK(node_at(merged, {"after"}).count == kIoThreads);
+
+    const std::vector<tracetree::Trace> traces = trace.collect(std::chrono::seconds(0));
+    CHECK(traces.size() == kTraced);
+    for (const tracetree::Trace& one : traces) {
+        INFO(tracetree::to_string(one));
+        CHECK(one.root.name == "handle");
+        CHECK(one.root.count == 1);
+        const tracetree::Node& traced_lookup = child_at(one.root, "lookup");
+        CHECK(traced_lookup.count == 1);
+        CHECK(child_at(traced_lookup, "[suspended]").count == 1);  // its timer
+        CHECK(one.root.total >= traced_lookup.total);
+    }
 }
 
 TEST_CASE("traced() gives a new place, also to the executor a traced coroutine runs on") {

@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""Runs examples/coroutine_server and checks the tree it prints: the co-scopes nested as written, their
-counts (two sessions of three requests), and the waits in them as `[suspended]` nodes."""
+"""Runs examples/coroutine_server and checks the trees it prints: in the merged profile the co-scopes
+nested as written, their counts (two sessions of three requests), and the waits in them as `[suspended]`
+nodes; then the trace of one request's `handle`, its look_up and the query's wait."""
 import re
 import subprocess
 import sys
 
 out = subprocess.run([sys.argv[1]], check=True, capture_output=True, text=True, timeout=60).stdout
+# The merged profile, then the trace of the first request's `handle`.
+profile, _, trace = out.partition("\n\n")
+trace_lines = list(filter(None, trace.splitlines()))
+if len(trace_lines) != 4 or not re.match(r"^ +`---\[[\d.E-]+ms\] handle$", trace_lines[1]) \
+        or not re.match(r"^ +`---\[[\d.]+% [\d.E-]+ms \] look_up #\d+$", trace_lines[2]) \
+        or not re.match(r"^ +`---\[[\d.]+% [\d.E-]+ms \] \[suspended\]$", trace_lines[3]):
+    sys.exit(f"not the trace of one request's handle:\n{out}")
 counts = {}  # path -> count, from lines such as `|   +---[12.5% min=...,count=6] handle #31`
 stack = []
-for line in filter(None, out.splitlines()[1:]):
+for line in filter(None, profile.splitlines()[1:]):
     match = re.match(r"^([ |]*)[`+]---\[([^\]]*)\] (.*?)(?: #\d+)?(?: \[total includes [^\]]*\])?$", line)
     if not match:
         sys.exit(f"not a node: {line!r}\n{out}")

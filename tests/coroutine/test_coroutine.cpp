@@ -190,6 +190,12 @@ Task two_phases(Scheduler& scheduler) {
     co_await scheduler.hop();
 }
 
+Task hands_off(Scheduler& scheduler, std::optional<tracetree::Here>& handed) {
+    TRACETREE_CO_SCOPE("hands-off");
+    handed = tracetree::here();
+    co_await scheduler.hop();
+}
+
 Task named(Scheduler& scheduler, const char* which) {
     if (which[0] == 'a') {
         TRACETREE_CO_SCOPE("a");
@@ -198,6 +204,14 @@ Task named(Scheduler& scheduler, const char* which) {
         TRACETREE_CO_SCOPE("b");
         co_await scheduler.hop();
     }
+}
+
+// Whether a call below `nodes` has no finished call (`[running]` when rendered); paths of hand-offs
+// (continued) count none of their own.
+bool any_running(const std::vector<tracetree::Node>& nodes) {
+    for (const tracetree::Node& node : nodes)
+        if ((node.kind == tracetree::NodeKind::call && !node.continued && node.count == 0) || any_running(node.children)) return true;
+    return false;
 }
 
 }  // namespace
@@ -314,6 +328,165 @@ TEST_CASE("a trace of the scope a coroutine was started in: its work on other th
     CHECK(parse->count == 1);
     CHECK(node_at(*part_one, {"traced-serve"}).dropped == 0);
     CHECK(node_at(profile.merged(), {"traced-serve", "request"}).count == 1);
+}
+
+TEST_CASE("a trace of a co-scope: its coroutine on each thread that resumes it, one tree delivered at its end") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("request"));
+    Scheduler scheduler;
+    {
+        TRACETREE_SCOPE("serve");
+        scheduler.spawn(request(scheduler));
+    }
+    advance(5us);
+    REQUIRE(scheduler.run_on("opens"));
+    CHECK_FALSE(trace.next(0s));  // the co-scope is still open
+    advance(7us);
+    REQUIRE(scheduler.run_on("ends"));
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    CHECK(captured->thread_name == "opens");  // where it was called
+    const tracetree::Node& root = captured->root;
+    CHECK(root.name == "request");
+    CHECK(root.count == 1);
+    CHECK(root.total == 1us + 7us + 2us);  // its wall time, the suspension included
+    CHECK(root.children.size() == 3);
+    CHECK(child_at(root, "parse").count == 1);
+    CHECK(child_at(root, "parse").total == 1us);
+    CHECK(child_at(root, "respond").count == 1);
+    CHECK(child_at(root, "respond").total == 2us);
+    CHECK(child_at(root, "[suspended]").count == 1);
+    CHECK(child_at(root, "[suspended]").total == 7us);
+    CHECK_FALSE(child_at(root, "respond").parallel);  // the coroutine's own, not handed off
+    CHECK(trace.done());  // one call asked for, one delivered
+    CHECK_FALSE(trace.next(0s));
+    // The profile as without the trace: each part where it ran, folded under the coroutine's place.
+    const auto merged = tracetree::profile().merged();
+    const auto& request_node = node_at(merged, {"serve", "request"});
+    CHECK(request_node.count == 1);
+    CHECK(request_node.total == 10us);
+    CHECK(child_at(request_node, "parse").count == 1);
+    CHECK(child_at(request_node, "respond").count == 1);
+    CHECK(child_at(request_node, "[suspended]").count == 1);
+    CHECK_FALSE(any_running(merged.roots));
+}
+
+TEST_CASE("a trace of a co-scope waits for the work handed off from it, and shows it beside the coroutine") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("hands-off"));
+    Scheduler scheduler;
+    std::optional<tracetree::Here> handed;
+    scheduler.spawn(hands_off(scheduler, handed));
+    REQUIRE(scheduler.run_on("opens"));
+    advance(3us);
+    REQUIRE(scheduler.run_on("ends"));
+    CHECK_FALSE(trace.next(0s));  // the handed-off work has not run
+    std::thread([&] {
+        tracetree::set_thread_name("worker");
+        tracetree::Continue on(*handed);
+        TRACETREE_SCOPE("handed-work");
+        advance(4us);
+    }).join();
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    const tracetree::Node& root = captured->root;
+    CHECK(root.name == "hands-off");
+    CHECK(root.count == 1);
+    CHECK(root.total == 3us);
+    CHECK(child_at(root, "[suspended]").total == 3us);
+    const tracetree::Node& handed_work = child_at(root, "handed-work");
+    CHECK(handed_work.count == 1);
+    CHECK(handed_work.total == 4us);
+    CHECK(handed_work.parallel);
+    CHECK(child_at(root, "[queued]").parallel);
+}
+
+TEST_CASE("a trace of a co-scope with a threshold and a count limit: its wall time compared, the next K delivered") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("request").min_cost(10us).limit(1));
+    Scheduler scheduler;
+    for (int i = 0; i < 3; ++i) scheduler.spawn(request(scheduler));
+    // Each opens on a thread of its own (1 µs each), waits, and ends on another one.
+    for (const char* thread : {"open-a", "open-b", "open-c"}) REQUIRE(scheduler.run_on(thread));
+    advance(3us);
+    REQUIRE(scheduler.run_on("end-a"));  // 1 + 2 (the others' parse) + 3 + 2: 8 µs, below the threshold
+    CHECK_FALSE(trace.next(0s));
+    advance(10us);
+    REQUIRE(scheduler.run_on("end-b"));  // 19 µs
+    REQUIRE(scheduler.run_on("end-c"));  // 20 µs: past the limit
+    const auto traces = trace.collect(0s);
+    REQUIRE(traces.size() == 1);
+    CHECK(traces[0].thread_name == "open-b");
+    CHECK(traces[0].root.name == "request");
+    CHECK(traces[0].root.count == 1);
+    CHECK(traces[0].root.total == 19us);
+    CHECK(child_at(traces[0].root, "[suspended]").total == 1us + 3us + 2us + 10us);  // c's parse, a's end
+    CHECK(trace.done());
+    CHECK(node_at(tracetree::profile().merged(), {"request"}).count == 3);
+}
+
+TEST_CASE("watch and stack sessions on a co-scope: one value per call, at its end, with its wall time") {
+    FakeClock clock;
+    tracetree::WatchSession watch(tracetree::WatchRequest("request").min_cost(10us).limit(2));
+    tracetree::StackSession stack(tracetree::StackRequest("request").limit(2));
+    Scheduler scheduler;
+    {
+        TRACETREE_SCOPE("serve");
+        for (int i = 0; i < 3; ++i) scheduler.spawn(request(scheduler));
+    }
+    for (const char* thread : {"open-a", "open-b", "open-c"}) REQUIRE(scheduler.run_on(thread));
+    advance(3us);
+    REQUIRE(scheduler.run_on("end-a"));  // 8 µs: below the watch's threshold
+    advance(10us);
+    REQUIRE(scheduler.run_on("end-b"));  // 19 µs
+    REQUIRE(scheduler.run_on("end-c"));  // 20 µs
+    const auto watched = watch.collect(0s);
+    REQUIRE(watched.size() == 2);
+    CHECK(watched[0].scope == "request");
+    CHECK(watched[0].cost == 19us);
+    CHECK(watched[0].thread_name == "end-b");  // where it ended
+    CHECK(watched[1].cost == 20us);
+    CHECK(watched[1].thread_name == "end-c");
+    CHECK(watch.done());
+    const auto stacks = stack.collect(0s);
+    REQUIRE(stacks.size() == 2);  // the first two to end
+    CHECK(stacks[0].cost == 8us);
+    CHECK(stacks[1].cost == 19us);
+    for (const auto& one : stacks) {
+        REQUIRE(one.frames.size() == 2);  // the co-scope, then the scope its coroutine was started in
+        CHECK(one.frames[0].name == "request");
+        CHECK(one.frames[1].name == "serve");
+    }
+    CHECK(stack.done());
+}
+
+TEST_CASE("a coroutine resumed inside the traced scope it was spawned in records at its place: no call left running") {
+    FakeClock clock;
+    tracetree::TraceSession trace(tracetree::TraceRequest("server-loop"));
+    Scheduler scheduler;
+    {
+        TRACETREE_SCOPE("server-loop");  // an io_context's run() inside a traced scope, say
+        {
+            TRACETREE_SCOPE("spawner");
+            scheduler.spawn(request(scheduler));
+        }
+        REQUIRE(scheduler.run_on("io"));  // `request` opens at its place: server-loop > spawner
+        REQUIRE(scheduler.run_here());    // and ends here, inside the capture of server-loop
+    }
+    const auto merged = tracetree::profile().merged();
+    INFO(tracetree::to_string(merged));
+    const auto& request_node = node_at(merged, {"server-loop", "spawner", "request"});
+    CHECK(request_node.count == 1);
+    CHECK(child_at(request_node, "parse").count == 1);
+    CHECK(child_at(request_node, "respond").count == 1);
+    CHECK(find_child(node_at(merged, {"server-loop"}), "request") == nullptr);
+    CHECK_FALSE(any_running(merged.roots));
+    scheduler.forget_chains();
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    CHECK(captured->root.name == "server-loop");
+    const auto& traced = child_at(child_at(captured->root, "spawner"), "request");
+    CHECK(traced.count == 1);
 }
 
 TEST_CASE("an awaited task's co-scope nests in its caller's, across its own suspensions") {
@@ -594,4 +767,50 @@ TEST_CASE("stress: coroutines hopping across 8 threads are counted exactly") {
     CHECK(child_at(*request_node, "[suspended]").count == kCoroutines * kHops);
     CHECK(node_at(merged, {"accept", "[queued]"}).count == kCoroutines);
     CHECK(request_node->dropped == 0);
+}
+
+TEST_CASE("stress: trace, watch and stack sessions on a co-scope hopping across 8 threads deliver exact counts") {
+    tracetree::reset();
+    constexpr int kThreads = 8, kCoroutines = 100, kHops = 5, kWanted = 20;
+    tracetree::TraceSession trace(tracetree::TraceRequest("hopping").limit(kWanted));
+    tracetree::WatchSession watch(tracetree::WatchRequest("hopping").limit(kWanted));
+    tracetree::StackSession stack(tracetree::StackRequest("hopping").limit(kWanted));
+    Scheduler scheduler;
+    struct Body {
+        static Task run(Scheduler& scheduler, Latch& done) {
+            {
+                TRACETREE_CO_SCOPE("hopping");
+                for (int i = 0; i < kHops; ++i) {
+                    co_await scheduler.hop();
+                    TRACETREE_SCOPE("hop-step");
+                }
+            }
+            done.count_down();
+        }
+    };
+    Latch done(kCoroutines);
+    std::vector<std::thread> pool;
+    for (int i = 0; i < kThreads; ++i) pool.emplace_back([&] { scheduler.drain(); });
+    for (int i = 0; i < kCoroutines; ++i) scheduler.spawn(Body::run(scheduler, done));
+    done.wait();
+    scheduler.stop();
+    for (auto& thread : pool) thread.join();  // the last parts of the traces are added as their resumptions end
+    const auto traces = trace.collect(0s);
+    CHECK(traces.size() == kWanted);
+    for (const auto& one : traces) {
+        CHECK(one.root.name == "hopping");
+        CHECK(one.root.count == 1);
+        CHECK(child_at(one.root, "hop-step").count == kHops);
+        CHECK(child_at(one.root, "[suspended]").count == kHops);
+    }
+    CHECK(watch.collect(0s).size() == kWanted);
+    const auto stacks = stack.collect(0s);
+    CHECK(stacks.size() == kWanted);
+    for (const auto& one : stacks) CHECK((!one.frames.empty() && one.frames[0].name == "hopping"));
+    const auto merged = tracetree::profile().merged();
+    const auto& hopping = node_at(merged, {"hopping"});
+    CHECK(hopping.count == kCoroutines);
+    CHECK(child_at(hopping, "hop-step").count == kCoroutines * kHops);
+    CHECK(child_at(hopping, "[suspended]").count == kCoroutines * kHops);
+    CHECK(hopping.dropped == 0);
 }

@@ -94,6 +94,11 @@ struct CoroutineState {
     std::uint64_t suspended_at = 0;     // when the resumption numbered `suspended_after` ended
     std::uint64_t suspended_after = 0;
     bool fake_clock = false;
+    // A trace of one of its co-scopes (open_sites[traced_level]), which each resumption records into
+    // from that level on while it is open; one reference, given back when that co-scope ends.
+    GatherRef* traced = nullptr;
+    std::uint32_t traced_level = 0;
+    ~CoroutineState();
 };
 
 // TRACETREE_CO_SCOPE's record: nothing in it belongs to a thread, as it may end on another one.
@@ -103,6 +108,8 @@ struct SuspendableScope {
     std::uint64_t start = 0;
     unsigned int uncaught = 0;  // exceptions in flight at its start, on the thread it started on
     bool fake_clock = false;
+    GatherRef* trace = nullptr;  // the trace it started (a reference, given back at its end)
+    void* frame = nullptr;       // the runtime's: what its stack, watch and monitor sessions want at its end
 };
 
 inline void retain(GatherRef* gather) noexcept {
@@ -111,6 +118,10 @@ inline void retain(GatherRef* gather) noexcept {
 inline void release(GatherRef* gather) noexcept {
     if (gather != nullptr && gather->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) find_recorder()->gathered(*gather);
 }
+
+// A place destroyed while one of its co-scopes was traced (a frame destroyed elsewhere): the trace
+// no longer waits for it.
+inline CoroutineState::~CoroutineState() { release(traced); }
 
 inline void retain(HandoffRecord* record) noexcept {
     if (record != nullptr) record->refs.fetch_add(1, std::memory_order_relaxed);

@@ -27,6 +27,11 @@ struct Gather : GatherRef {
     Trace trace;
     std::vector<std::shared_ptr<SessionState>> sessions;
     std::vector<Node> parts;  // each Continue's roots (the path's first level), as it ended
+    // A co-scope's trace (coroutine.hpp): the sessions of the slots in `mask` that it was started for,
+    // and its root as each resumption recorded it, merged into one when delivered.
+    bool co_scope = false;
+    std::uint32_t mask = 0;
+    std::vector<Node> own;
 };
 
 // A Continue's part, before it joins the trace: what ran under its path ran beside the calls that

@@ -217,6 +217,7 @@ public:
         if (!recording || !enter_path(state, origin, saved)) {
             static_cast<Continuation&>(saved) = Continuation{&arena, arena.cur, arena.cur_index, arena.depth};
             saved.in_place = true;
+            if (recording) enter_in_capture(state, origin);
         }
         saved.coroutine = &coroutine;
         saved.outer = std::exchange(state.coroutine, &coroutine);
@@ -226,6 +227,8 @@ public:
         std::uint32_t open = 0;
         std::uint64_t since = 0;
         bool fake_clock = false;
+        Gather* traced = nullptr;  // a reference of this call's while it is used
+        std::uint32_t traced_level = 0;
         {
             ForkGate::Locked lock(gate, coroutine.mutex, state.id);
             saved.number = ++coroutine.resumptions;
@@ -238,6 +241,9 @@ public:
                 const bool ended = coroutine.suspended_after == saved.number - 1;
                 since = ended ? coroutine.suspended_at : clock_.now(coroutine.fake_clock);
                 fake_clock = coroutine.fake_clock;
+                traced = static_cast<Gather*>(coroutine.traced);
+                traced_level = coroutine.traced_level;
+                retain(traced);
             }
         }
         if (saved.number == 1) {
@@ -245,8 +251,12 @@ public:
             return true;
         }
         const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
-        for (std::uint32_t level = 0; level < open && arena.depth + 1 < max_depth; ++level)
+        for (std::uint32_t level = 0; level < open && arena.depth + 1 < max_depth; ++level) {
+            // The traced co-scope and what is below it go to its trace, in a capture of this resumption.
+            if (traced != nullptr && level == traced_level) start_segment(state, *traced, sites[level], coroutine);
             if (!enter_node(state, sites[level])) break;
+        }
+        if (traced != nullptr) release(traced);
         count_wait(state, suspended_, "[suspended]", since, fake_clock);
         return true;
     }
@@ -257,6 +267,7 @@ public:
     void suspend(Resumption& saved) noexcept {
         ThreadState& state = ThreadState::of(*saved.arena);
         Arena& arena = state.arena;
+        if (state.capture_depth > saved.captures) end_segments(state, saved.coroutine);
         state.coroutine = saved.outer;
         {
             ForkGate::Locked lock(gate, saved.coroutine->mutex, state.id);
@@ -275,25 +286,56 @@ public:
         }
     }
 
-    // TRACETREE_CO_SCOPE: entered as a scope is, without sessions (their state is the thread's), and
-    // kept among its coroutine's open scopes; outside a Resumed (nothing would leave it) a dropped call.
-    void enter_suspendable(ThreadState& state, Site* site, SuspendableScope& scope) noexcept {
+    // TRACETREE_CO_SCOPE, in two steps around the runtime's look at its sessions: the site it records
+    // (null: not recorded), then its node entered as a scope's is and kept among its coroutine's open
+    // scopes; outside a Resumed (nothing would leave it) a dropped call.
+    const SiteInfo* suspendable_site(ThreadState& state, Site* site) noexcept {
         Arena& arena = state.arena;
-        if (state.retired.load() || arena.cur == &state.overflow) return;
-        if (state.coroutine == nullptr) return (void)state.drop(1);
+        if (state.retired.load() || arena.cur == &state.overflow) return nullptr;
+        if (state.coroutine == nullptr) return state.drop(1), nullptr;
         if (state.capture_waits()) state.start_deferred_capture();
         state.apply_pending_reset();
         const SiteInfo* info = site->info.load(std::memory_order_acquire);
-        if (!info->interned && state.current->full()) return (void)state.drop(1);
-        if ((info = sites_.registered(site, info)) == nullptr) return;
+        if (!info->interned && state.current->full()) return state.drop(1), nullptr;
+        if ((info = sites_.registered(site, info)) == nullptr) return nullptr;
         if (arena.depth >= state.max_depth.load(std::memory_order_relaxed)) {  // as a scope past the depth limit
             bump(state.current->dropped_depth);
-            return (void)bump_saturating(arena.cur->dropped);
+            bump_saturating(arena.cur->dropped);
+            return nullptr;
         }
-        if (!enter_node(state, info)) return (void)state.drop(1);
+        return info;
+    }
+    // A trace session wants this co-scope (the runtime prepared the capture slot for it): its trace is
+    // made, and the capture entered, as each resumption will while the co-scope is open.
+    bool trace_suspendable(ThreadState& state, SuspendableScope& scope) noexcept {
+        const Capture& prepared = state.captures[state.capture_depth];
+        auto* gather = new (std::nothrow) Gather();
+        if (gather == nullptr) return false;
+        try {
+            gather->sessions = prepared.sessions;
+            state.header(gather->trace);
+        } catch (...) {
+            delete gather;
+            return false;
+        }
+        gather->co_scope = true;
+        gather->mask = prepared.mask;
+        state.open_scopes([&](const SiteInfo*) { ++gather->level; });  // here() below it: the paths' level
+        scope.trace = gather;
+        enter_segment(state, *gather, *state.coroutine);
+        return true;
+    }
+    bool enter_suspendable(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
+        Arena& arena = state.arena;
+        if (!enter_node(state, info)) return not_entered(state, scope);
         {
             CoroutineState& coroutine = *state.coroutine;
             ForkGate::Locked lock(gate, coroutine.mutex, state.id);
+            if (scope.trace != nullptr && coroutine.traced == nullptr) {  // one traced co-scope at a time
+                retain(scope.trace);
+                coroutine.traced = scope.trace;
+                coroutine.traced_level = coroutine.open;
+            }
             if (coroutine.open < HandoffPath::kMaxDepth) coroutine.open_sites[coroutine.open] = info;
             ++coroutine.open;
             scope.coroutine = &coroutine;
@@ -302,13 +344,17 @@ public:
         scope.uncaught = *arena.uncaught;
         scope.fake_clock = clock_.is_test(std::memory_order_relaxed);
         scope.start = clock_.now(scope.fake_clock);
+        return true;
     }
-    // Its end, on whichever thread the coroutine runs now: counted if the arena is at its node. Its
-    // coroutine is touched only while running here (a frame destroyed later may outlive its place).
-    void leave_suspendable(ThreadState& state, const SuspendableScope& scope) noexcept {
+    // Its end, on whichever thread the coroutine runs now: counted if the arena is at its node; `elapsed`
+    // receives its wall time then. Its coroutine is touched only while running here (a frame destroyed
+    // later may outlive its place). Its trace, if it started one, is let go: delivered when the last
+    // resumption's part of it and the work handed off from it are done (the caller gives back the
+    // co-scope's reference to it, after this).
+    bool leave_suspendable(ThreadState& state, const SuspendableScope& scope, std::uint64_t& elapsed) noexcept {
         Arena& arena = state.arena;
-        if (state.retired.load()) return;
-        if (scope.coroutine != state.coroutine) return (void)state.drop(1);  // a frame destroyed elsewhere
+        if (state.retired.load()) return false;
+        if (scope.coroutine != state.coroutine) return state.drop(1), false;  // a frame destroyed elsewhere
         {
             // Its own entry, the innermost one of its site: chains that share a place (Asio's awaitable
             // operators spawn on the parent's executor) close theirs in any order.
@@ -326,9 +372,12 @@ public:
             }
         }
         if (state.capture_waits() || arena.cur == &state.overflow || arena.cur->site != scope.entered)
-            return (void)state.drop(1);
+            return state.drop(1), false;
         const std::uint64_t now = clock_.now(scope.fake_clock);
-        arena.leave(arena.cur, now > scope.start ? now - scope.start : 0, scope.uncaught);
+        elapsed = now > scope.start ? now - scope.start : 0;
+        arena.leave(arena.cur, elapsed, scope.uncaught);
+        if (scope.trace != nullptr) end_trace(state, *scope.trace, elapsed);
+        return true;
     }
 
     // Continue's end: the arena put back; a gathered trace's part handed to it and folded here.
@@ -357,16 +406,121 @@ public:
         let_go(saved);  // last: it may deliver the trace, whose callbacks may record here
     }
 
+    // Before a traced co-scope's end: its coroutine's later resumptions no longer record for its trace.
+    TRACETREE_DETAIL_COLD void untrace(ThreadState& state, const SuspendableScope& scope) noexcept {
+        if (state.retired.load() || scope.coroutine != state.coroutine) return;  // not its coroutine's to touch
+        GatherRef* traced = nullptr;
+        {
+            ForkGate::Locked lock(gate, scope.coroutine->mutex, state.id);
+            if (scope.coroutine->traced == scope.trace) traced = std::exchange(scope.coroutine->traced, nullptr);
+        }
+        release(traced);
+    }
+
     // The last reference to a gathered capture is gone: its trace with the continued work grafted
     // under it; false when no session wanted the capture.
     static bool finish(Gather& gather) {
         if (!gather.wanted) return false;
+        if (gather.co_scope) {  // its root: the co-scope as its resumptions recorded it
+            if (gather.own.empty()) return false;
+            gather.trace.root = std::move(gather.own.front());
+        }
         for (const Node& part : gather.parts) graft(gather.trace, part, gather.level);
         wall_totals(gather.trace.root);
         return true;
     }
 
 private:
+    TRACETREE_DETAIL_COLD static void start_segment(ThreadState& state, Gather& gather, const SiteInfo* site,
+                                                    const CoroutineState& coroutine) noexcept {
+        if (!state.capture_waits() && state.prepare_segment(site, gather.mask, gather.sessions)) enter_segment(state, gather, coroutine);
+    }
+    // The coroutine suspends: the parts of its trace this resumption recorded end.
+    TRACETREE_DETAIL_COLD void end_segments(ThreadState& state, const CoroutineState* coroutine) noexcept {
+        while (state.capture_depth != 0 && state.captures[state.capture_depth - 1].segment == coroutine) end_segment(state);
+    }
+    // A resumption's part of a co-scope's trace: its capture (prepared) entered, holding the trace.
+    static void enter_segment(ThreadState& state, Gather& gather, const CoroutineState& coroutine) noexcept {
+        state.enter_capture();
+        Capture& capture = state.captures[state.capture_depth - 1];
+        retain(&gather);
+        capture.gather = &gather;
+        capture.segment = &coroutine;
+    }
+    // A co-scope whose trace it started could not be entered: that trace is let go at once.
+    TRACETREE_DETAIL_COLD bool not_entered(ThreadState& state, SuspendableScope& scope) noexcept {
+        state.drop(1);
+        if (scope.trace != nullptr) end_segment(state);
+        release(std::exchange(scope.trace, nullptr));
+        return false;
+    }
+    // A traced co-scope has ended, at the top of its trace's capture in this resumption: the trace is
+    // wanted if a session wants its wall time, and this resumption's part ends.
+    TRACETREE_DETAIL_COLD void end_trace(ThreadState& state, GatherRef& trace, std::uint64_t elapsed) noexcept {
+        if (state.arena.cur_index != 0 || state.capture_depth == 0 || state.captures[state.capture_depth - 1].gather != &trace)
+            return;  // ended where its trace was not recorded: not delivered
+        auto& gather = static_cast<Gather&>(trace);
+        const Nanos cost = to_nanos(elapsed, clock_.ns_per_tick());
+        const bool wanted = std::any_of(gather.sessions.begin(), gather.sessions.end(), [&](const auto& session) {
+            return cost >= session->min_cost && session->reserved.load(std::memory_order_relaxed) < session->limit;
+        });
+        if (wanted) {
+            ForkGate::Locked lock(gate, gather.mutex, state.id);
+            gather.wanted = true;
+            gather.trace.start = started_at(cost);
+        }
+        end_segment(state);
+    }
+    // Its end (the coroutine suspends, or the traced co-scope ends): what it recorded joins the trace,
+    // and its tree is folded into the one it started from, as a capture's is.
+    void end_segment(ThreadState& state) noexcept {
+        Capture& capture = state.leave_capture();
+        auto* gather = static_cast<Gather*>(std::exchange(capture.gather, nullptr));
+        capture.segment = nullptr;
+        try {
+            std::vector<Node> roots;
+            {
+                std::lock_guard<std::mutex> lock(state.mutex);
+                roots = to_values(*capture.tree, clock_.ns_per_tick(), &capture.tree->messages);
+            }
+            ForkGate::Locked lock(gate, gather->mutex, state.id);
+            merge_all(gather->own, roots);
+        } catch (...) {  // out of memory: the trace goes without this part
+        }
+        state.fold_capture(capture);
+        release(gather);
+    }
+
+    // A resumption inside a captured invocation records in the capture's tree, at the coroutine's
+    // place when its path passes through the captured scope (a coroutine spawned inside it, resumed
+    // by an io_context run inside it): where it runs may be elsewhere, and a co-scope opened at its
+    // place and ended there would be counted apart from its node.
+    void enter_in_capture(ThreadState& state, const HandoffPath& path) noexcept {
+        if (state.capture_depth == 0 || state.capture_waits() || state.arena.cur == &state.overflow) return;
+        const Capture& capture = state.captures[state.capture_depth - 1];
+        if (state.current != capture.tree.get()) return;
+        // Levels open outside the capture's tree: its root is the path's level `outside`.
+        std::uint32_t outside = 0, inside = 0;
+        state.open_scopes([&](const SiteInfo*) { ++outside; });
+        for (std::uint32_t index = state.arena.cur_index; index != 0; index = state.current->at(index)->parent) ++inside;
+        outside -= inside;
+        if (inside == 0 || outside >= path.depth || path.sites[outside] != original(capture.root)) return;
+        Arena& arena = state.arena;
+        const std::uint32_t root = arena.find(0, capture.root);  // the captured scope's node
+        if (root == 0) return;
+        arena.cur = state.current->at(root);
+        arena.cur_index = root;
+        arena.depth = outside + 1;
+        const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
+        // The path's own sites, not their shadows: this thread made those calls, in this very invocation.
+        for (std::uint32_t level = outside + 1; level < path.depth && arena.depth + 1 < max_depth; ++level)
+            if (!enter_node(state, path.sites[level])) break;
+    }
+    static const SiteInfo* original(const SiteInfo* site) noexcept {
+        const InternedSite& known = interned(site);
+        return known.continues != nullptr ? known.continues : &known;
+    }
+
     // The path entered as shadows of its sites, from the root of this thread's tree (or of a tree of its
     // own for a trace the path was taken in); false: nothing entered.
     bool enter_path(ThreadState& state, const HandoffPath& path, Continuation& saved) noexcept {

@@ -111,15 +111,7 @@ public:
         if (known && (info = register_site(site, info)) == nullptr) return;
         std::uint32_t framed = 0, captured = 0;
         std::uint32_t epoch = 0;
-        if (known && (flags & kSessions) != 0 && arena.cur != &state.overflow) {
-            const std::uint32_t mask = sessions_.watch_mask(*info, epoch);
-            if (mask != 0 && state.current_sessions(sessions_, epoch)) {
-                // An invocation nested in one a trace already captures is part of that capture.
-                captured = mask & state.capture_mask & ~state.capturing;
-                if (captured != 0 && !state.prepare_capture(info, captured, clock_)) captured = 0;
-                framed = mask & ~state.capture_mask;
-            }
-        }
+        if (known && (flags & kSessions) != 0 && arena.cur != &state.overflow) framed = watching(state, info, epoch, captured);
         // The capture waits for the first thing recorded under the scope, so that an invocation with
         // nothing below it costs the checks only; not when values are kept (by node of the capture's
         // tree, or of the frame's node).
@@ -248,11 +240,21 @@ public:
         return handoffs_.enter(ThreadState::of(arena), path, saved);
     }
     void end_continue(Continuation& saved) noexcept override { handoffs_.leave(saved); }
+    // A co-scope starts sessions as begin() does; a trace records each resumption from the co-scope
+    // on into a capture of its own (handoffs.hpp), other sessions get its frame at its end, wherever
+    // that is.
     void enter_suspendable(Arena& arena, Site* site, SuspendableScope& scope) noexcept override {
-        handoffs_.enter_suspendable(ThreadState::of(arena), site, scope);
+        ThreadState& state = ThreadState::of(arena);
+        const SiteInfo* info = handoffs_.suspendable_site(state, site);
+        if (info == nullptr) return;
+        if ((arena.flags.load(std::memory_order_relaxed) & kSessions) != 0) return enter_watched(state, info, scope);
+        handoffs_.enter_suspendable(state, info, scope);
     }
     void leave_suspendable(Arena& arena, const SuspendableScope& scope) noexcept override {
-        handoffs_.leave_suspendable(ThreadState::of(arena), scope);
+        ThreadState& state = ThreadState::of(arena);
+        std::uint64_t elapsed = 0;
+        if (scope.frame == nullptr && scope.trace == nullptr) return (void)handoffs_.leave_suspendable(state, scope, elapsed);
+        leave_watched(state, scope);
     }
     bool resume(Arena& arena, const HandoffPath& origin, CoroutineState& coroutine, Resumption& saved) noexcept override {
         return handoffs_.resume(ThreadState::of(arena), origin, coroutine, saved);
@@ -484,8 +486,44 @@ private:
         }
     }
 
+    TRACETREE_DETAIL_COLD void enter_watched(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
+        std::uint32_t epoch = 0, captured = 0;
+        const std::uint32_t framed = watching(state, info, epoch, captured);
+        if (captured != 0) handoffs_.trace_suspendable(state, scope);
+        if (!handoffs_.enter_suspendable(state, info, scope) || framed == 0) return;
+        try {
+            auto frame = std::make_unique<Frame>();
+            const char here = 0;  // the machine frames at or below it are tracetree's (stack.hpp)
+            state.fill_frame(*frame, info, state.arena.cur, framed, reinterpret_cast<std::uintptr_t>(&here));
+            scope.frame = frame.release();
+        } catch (...) {  // out of memory: not watched
+        }
+    }
+
+    TRACETREE_DETAIL_COLD void leave_watched(ThreadState& state, const SuspendableScope& scope) noexcept {
+        const std::unique_ptr<Frame> frame(static_cast<Frame*>(scope.frame));
+        std::uint64_t elapsed = 0;
+        if (scope.trace != nullptr) handoffs_.untrace(state, scope);
+        if (handoffs_.leave_suspendable(state, scope, elapsed) && frame)
+            deliver_frame(state, *frame, elapsed, *state.arena.uncaught > scope.uncaught);
+        release(scope.trace);  // last: it may deliver the trace
+    }
+
+    // The sessions of this epoch watching `info` on this thread: in `captured` the traces that start a
+    // capture of it (its slot prepared; an invocation nested in one a trace already captures is part of
+    // that capture), returned the stack, watch and monitor sessions.
+    TRACETREE_DETAIL_INLINE std::uint32_t watching(ThreadState& state, const SiteInfo* info, std::uint32_t& epoch, std::uint32_t& captured) noexcept {
+        const std::uint32_t mask = sessions_.watch_mask(*info, epoch);
+        if (mask == 0 || !state.current_sessions(sessions_, epoch)) return 0;
+        captured = mask & state.capture_mask & ~state.capturing;
+        if (captured != 0 && !state.prepare_capture(info, captured, clock_)) captured = 0;
+        return mask & ~state.capture_mask;
+    }
+
     void pop_frame(ThreadState& state, std::uint64_t elapsed, bool threw) noexcept {
-        Frame& frame = state.pop_frame();
+        deliver_frame(state, state.pop_frame(), elapsed, threw);
+    }
+    void deliver_frame(ThreadState& state, Frame& frame, std::uint64_t elapsed, bool threw) noexcept {
         const Nanos cost = to_nanos(elapsed, clock_.ns_per_tick());
         const auto header = [&](auto& value) { state.header(value); };
         for (const auto& session : frame.sessions) {

@@ -43,6 +43,9 @@ struct Capture {  // one invocation being recorded for trace sessions, on its ow
     std::uint8_t outer_values = 0;     // the arena's wish for values before this capture
     const NodeRecord* deferred_from = nullptr;  // started late (begin()): its scope's node in `outer`
     GatherRef* gather = nullptr;  // here() was taken inside it: delivered when that work is done (gather.hpp)
+    // A resumption's part of a co-scope's trace (handoffs.hpp), ended when the coroutine suspends; `gather`
+    // is that trace.
+    const CoroutineState* segment = nullptr;
     // The thread CPU clock source only (cpu_time.hpp): the thread's CPU time and the monotonic clock
     // when the capture started recording.
     std::int64_t cpu_at_start = -1, monotonic_at_start = 0;
@@ -296,17 +299,40 @@ public:
                 capture.sessions_epoch = sessions_epoch_;
                 capture.mask = mask;
             }
-            if (!capture.tree || capture.root != root) {
-                if (capture.tree) keep_spare(std::move(capture.tree));
-                capture.tree = spare_tree(root);
-                if (!capture.tree) return false;
-                capture.root = root;
-            }
-            cpu.open();  // once per thread, before its first capture starts: the switches are recorded from now
-            return true;
+            return prepare_tree(capture, root);
         } catch (...) {  // out of memory: record the scope without a capture
             return false;
         }
+    }
+
+    // Readies the capture slot for a resumption's part of a co-scope's trace, for the sessions it was
+    // started for (whatever this thread's copy of the sessions is now).
+    bool prepare_segment(const SiteInfo* root, std::uint32_t mask, const std::vector<std::shared_ptr<SessionState>>& sessions) noexcept {
+        arena.defer_site = nullptr;
+        try {
+            if (capture_depth == captures.size()) captures.emplace_back();
+            Capture& capture = captures[capture_depth];
+            capture.mask = 0;
+            capture.sessions = sessions;
+            capture.values = false;
+            capture.below = 0;
+            capture.sessions_epoch = 0;  // no thread's copy: a plain capture in this slot makes its list again
+            capture.mask = mask;
+            return prepare_tree(capture, root);
+        } catch (...) {
+            return false;
+        }
+    }
+
+    bool prepare_tree(Capture& capture, const SiteInfo* root) {
+        if (!capture.tree || capture.root != root) {
+            if (capture.tree) keep_spare(std::move(capture.tree));
+            capture.tree = spare_tree(root);
+            if (!capture.tree) return false;
+            capture.root = root;
+        }
+        cpu.open();  // once per thread, before its first capture starts: the switches are recorded from now
+        return true;
     }
 
     // Records into the prepared capture's tree from here on, from its top.
@@ -317,6 +343,7 @@ public:
         capture.outer_cur_index = arena.cur_index;
         capture.outer_values = arena.values;
         capture.deferred_from = nullptr;
+        capture.segment = nullptr;
         capture.cpu_at_start = -1;
         if (cpu.source() == CpuSource::thread_clock) {  // two system calls: only where the switches were refused
             capture.cpu_at_start = thread_cpu_ns();
@@ -413,24 +440,7 @@ public:
         try {
             if (frame_depth_ == frames_.size()) frames_.emplace_back();
             Frame& frame = frames_[frame_depth_];
-            frame.site = site;
-            frame.node = node;
-            if (frame.mask != mask || frame.sessions_epoch != sessions_epoch_) {
-                frame.sessions.clear();
-                frame.watch = frame.chain_wanted = false;
-                for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1) {
-                    const std::shared_ptr<SessionState>& session = sessions_[__builtin_ctz(rest)];
-                    frame.sessions.push_back(session);
-                    frame.watch = frame.watch || session->kind == SessionKind::watch;
-                    frame.chain_wanted = frame.chain_wanted || session->kind == SessionKind::stack;
-                }
-                frame.mask = mask;
-                frame.sessions_epoch = sessions_epoch_;
-            }
-            if (frame.chain_wanted) {
-                collect_chain(frame.chain);
-                unwind_stack(boundary, frame.pcs);
-            }
+            fill_frame(frame, site, node, mask, boundary);
             frame.outer_values = arena.values;
             frame.outer_value_node = arena.value_node;
             if (frame.watch) {
@@ -441,6 +451,28 @@ public:
             return true;
         } catch (...) {  // out of memory: not watched
             return false;
+        }
+    }
+    // A frame's sessions (of this epoch's `mask`) and, for stack sessions, where the scope starts.
+    // A co-scope's frame is kept with it, not on this stack: it may end on another thread.
+    TRACETREE_DETAIL_INLINE void fill_frame(Frame& frame, const SiteInfo* site, const NodeRecord* node, std::uint32_t mask, std::uintptr_t boundary) {
+        frame.site = site;
+        frame.node = node;
+        if (frame.mask != mask || frame.sessions_epoch != sessions_epoch_) {
+            frame.sessions.clear();
+            frame.watch = frame.chain_wanted = false;
+            for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1) {
+                const std::shared_ptr<SessionState>& session = sessions_[__builtin_ctz(rest)];
+                frame.sessions.push_back(session);
+                frame.watch = frame.watch || session->kind == SessionKind::watch;
+                frame.chain_wanted = frame.chain_wanted || session->kind == SessionKind::stack;
+            }
+            frame.mask = mask;
+            frame.sessions_epoch = sessions_epoch_;
+        }
+        if (frame.chain_wanted) {
+            collect_chain(frame.chain);
+            unwind_stack(boundary, frame.pcs);
         }
     }
     Frame& pop_frame() noexcept {
