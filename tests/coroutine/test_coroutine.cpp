@@ -814,3 +814,61 @@ TEST_CASE("stress: trace, watch and stack sessions on a co-scope hopping across 
     CHECK(child_at(hopping, "[suspended]").count == kCoroutines * kHops);
     CHECK(hopping.dropped == 0);
 }
+
+TEST_CASE("a traced co-scope of a shared place whose lower co-scope ends first: its trace delivered once, its calls counted") {
+    FakeClock clock;
+    static tracetree::detail::Site site_lower{"shared-lower", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    static tracetree::detail::Site site_upper{"shared-upper", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    static tracetree::detail::Site site_later{"shared-later", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::TraceSession trace(tracetree::TraceRequest("shared-upper"));
+    tracetree::Coroutine shared;  // two chains on one place, as Asio's awaitable operators make them
+    std::optional<tracetree::detail::CoScope> lower, upper, later;
+    {
+        tracetree::Resumed on(shared);
+        lower.emplace(site_lower);  // chain a
+    }
+    {
+        tracetree::Resumed on(shared);
+        upper.emplace(site_upper);  // chain b, traced: open above `lower`
+        advance(1us);
+    }
+    {
+        tracetree::Resumed on(shared);
+        lower.reset();  // chain a's ends first, where `upper` is current: a dropped call
+        advance(1us);
+    }
+    {
+        tracetree::Resumed on(shared);
+        later.emplace(site_later);  // a co-scope at the level `upper` had
+        advance(2us);
+    }
+    {
+        tracetree::Resumed on(shared);
+        later.reset();
+    }
+    CHECK_FALSE(trace.next(0s));  // `upper` is still open
+    {
+        tracetree::Resumed on(shared);
+        upper.reset();
+    }
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    const tracetree::Node& root = captured->root;
+    CHECK(root.name == "shared-upper");
+    CHECK(root.count == 1);
+    CHECK(root.total == 4us);
+    REQUIRE(find_child(root, "shared-later") != nullptr);
+    CHECK(child_at(root, "shared-later").count == 1);
+    CHECK(child_at(root, "shared-later").total == 2us);
+    CHECK_FALSE(trace.next(0s));  // once
+    const auto merged = tracetree::profile().merged();
+    INFO(tracetree::to_string(merged));
+    const auto* upper_node = find_root(merged, "shared-upper");
+    REQUIRE(upper_node != nullptr);
+    CHECK(upper_node->count == 1);
+    CHECK(upper_node->dropped == 0);
+    REQUIRE(find_child(*upper_node, "shared-later") != nullptr);
+    CHECK(child_at(*upper_node, "shared-later").count == 1);
+    CHECK(child_at(*upper_node, "shared-later").dropped == 0);
+    CHECK(node_at(merged, {"shared-lower", "shared-upper"}).dropped == 1);  // `lower`'s end, the only one
+}

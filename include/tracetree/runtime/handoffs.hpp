@@ -368,6 +368,8 @@ public:
                 if (at != 0) {
                     std::copy(coroutine.open_sites + at, coroutine.open_sites + coroutine.open, coroutine.open_sites + at - 1);
                     --coroutine.open;
+                    // The traced one, above it, moved down with the others: resumptions find it there.
+                    if (coroutine.traced != nullptr && at - 1 < coroutine.traced_level) --coroutine.traced_level;
                 }
             }
         }
