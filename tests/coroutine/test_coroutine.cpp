@@ -872,3 +872,49 @@ TEST_CASE("a traced co-scope of a shared place whose lower co-scope ends first: 
     CHECK(child_at(*upper_node, "shared-later").dropped == 0);
     CHECK(node_at(merged, {"shared-lower", "shared-upper"}).dropped == 1);  // `lower`'s end, the only one
 }
+
+TEST_CASE("a co-scope's trace delivered as the last resumption's Resumed ends: its callback records at that thread's root") {
+    FakeClock clock;
+    static tracetree::detail::Site site{"handed-on", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    std::thread::id delivered_on;
+    const std::thread::id* last_resumer = nullptr;  // the thread whose Resumed ends last
+    tracetree::TraceSession trace(tracetree::TraceRequest("handed-on").on_trace([&](const tracetree::Trace&) {
+        delivered_on = std::this_thread::get_id();
+        if (last_resumer != nullptr && *last_resumer == delivered_on) {
+            TRACETREE_SCOPE("in-callback");
+        }
+    }));
+    std::optional<tracetree::Coroutine> place;
+    {
+        TRACETREE_SCOPE("spawned-in");
+        place.emplace();
+    }
+    std::optional<tracetree::detail::CoScope> open;
+    {
+        tracetree::Resumed on(*place);
+        open.emplace(site);  // traced
+    }
+    std::thread::id resumer;
+    std::thread([&] {
+        tracetree::set_thread_name("resumes-first");
+        resumer = std::this_thread::get_id();
+        last_resumer = &resumer;
+        tracetree::Resumed on(*place);
+        // The coroutine hands itself on as it suspends: the next resumption runs, and ends the
+        // co-scope, before this one's Resumed ends.
+        std::thread([&] {
+            tracetree::set_thread_name("ends-it");
+            tracetree::Resumed again(*place);
+            open.reset();
+        }).join();
+    }).join();
+    CHECK(delivered_on == resumer);
+    const auto profile = tracetree::profile();
+    const auto* first = find_thread(profile, "resumes-first");
+    REQUIRE(first != nullptr);
+    const auto* in_callback = find_root(*first, "in-callback");
+    REQUIRE(in_callback != nullptr);  // at this thread's own place, not the coroutine's
+    CHECK(in_callback->count == 1);
+    CHECK(on_path(*first, {"spawned-in", "handed-on", "in-callback"}) == nullptr);
+    CHECK(on_path(*first, {"spawned-in", "in-callback"}) == nullptr);
+}

@@ -256,8 +256,8 @@ public:
             if (traced != nullptr && level == traced_level) start_segment(state, *traced, sites[level], coroutine);
             if (!enter_node(state, sites[level])) break;
         }
-        if (traced != nullptr) release(traced);
         count_wait(state, suspended_, "[suspended]", since, fake_clock);
+        release(traced);  // last: if the co-scope ended meanwhile, it delivers the trace, whose callbacks may record here
         return true;
     }
 
@@ -267,7 +267,8 @@ public:
     void suspend(Resumption& saved) noexcept {
         ThreadState& state = ThreadState::of(*saved.arena);
         Arena& arena = state.arena;
-        if (state.capture_depth > saved.captures) end_segments(state, saved.coroutine);
+        Ended ended;
+        if (state.capture_depth > saved.captures) end_segments(state, saved.coroutine, ended);
         state.coroutine = saved.outer;
         {
             ForkGate::Locked lock(gate, saved.coroutine->mutex, state.id);
@@ -284,6 +285,9 @@ public:
         } else if (as_resumed || state.retired.load()) {
             leave(saved);
         }
+        // Last, with the thread put back: a trace whose co-scope ended in a resumption that started
+        // meanwhile is delivered here, and its callbacks may record.
+        for (std::uint32_t i = 0; i < ended.count; ++i) release(ended.traces[i]);
     }
 
     // TRACETREE_CO_SCOPE, in two steps around the runtime's look at its sessions: the site it records
@@ -437,9 +441,18 @@ private:
                                                     const CoroutineState& coroutine) noexcept {
         if (!state.capture_waits() && state.prepare_segment(site, gather.mask, gather.sessions)) enter_segment(state, gather, coroutine);
     }
+    // The traces whose parts a suspension ended, each with a reference it gives back once the thread is put back.
+    struct Ended {
+        GatherRef* traces[kMaxSessions];  // a segment per session at most: a capture's own sessions are not captured again
+        std::uint32_t count = 0;
+    };
     // The coroutine suspends: the parts of its trace this resumption recorded end.
-    TRACETREE_DETAIL_COLD void end_segments(ThreadState& state, const CoroutineState* coroutine) noexcept {
-        while (state.capture_depth != 0 && state.captures[state.capture_depth - 1].segment == coroutine) end_segment(state);
+    TRACETREE_DETAIL_COLD void end_segments(ThreadState& state, const CoroutineState* coroutine, Ended& ended) noexcept {
+        while (state.capture_depth != 0 && state.captures[state.capture_depth - 1].segment == coroutine) {
+            GatherRef* trace = state.captures[state.capture_depth - 1].gather;
+            if (ended.count < kMaxSessions) retain(ended.traces[ended.count++] = trace);
+            end_segment(state);
+        }
     }
     // A resumption's part of a co-scope's trace: its capture (prepared) entered, holding the trace.
     static void enter_segment(ThreadState& state, Gather& gather, const CoroutineState& coroutine) noexcept {
