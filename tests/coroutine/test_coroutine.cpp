@@ -918,3 +918,42 @@ TEST_CASE("a co-scope's trace delivered as the last resumption's Resumed ends: i
     CHECK(on_path(*first, {"spawned-in", "handed-on", "in-callback"}) == nullptr);
     CHECK(on_path(*first, {"spawned-in", "in-callback"}) == nullptr);
 }
+
+TEST_CASE("a co-scope opened inside a plain scope of its resumption (an eager task resumed directly) is not traced") {
+    FakeClock clock;
+    static tracetree::detail::Site site{"eager-inner", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::TraceSession inner_trace(tracetree::TraceRequest("eager-inner"));
+    tracetree::TraceSession outer_trace(tracetree::TraceRequest("outer-plain"));
+    tracetree::Coroutine outer;
+    std::optional<tracetree::detail::CoScope> inner;  // the eager task's, left open as it suspends
+    {
+        tracetree::Resumed on(outer);
+        {
+            TRACETREE_SCOPE("outer-plain");
+            advance(1us);
+            inner.emplace(site);  // the outer coroutine's code resumes the task without a Resumed
+        }
+        for (int i = 0; i < 3; ++i) {
+            TRACETREE_SCOPE("outer-after");
+            advance(1us);
+        }
+    }
+    {
+        TRACETREE_SCOPE("outside-after");
+    }
+    inner.reset();  // its frame destroyed outside any resumption: a dropped call
+    // As without the sessions: `outer-plain` ends where the co-scope left open is current (a plain
+    // scope across a suspension is not supported), its capture once.
+    const auto outer_traces = outer_trace.collect(0s);
+    CHECK(outer_traces.size() == 1);
+    CHECK(inner_trace.collect(0s).empty());
+    const auto thread = mine();
+    INFO(tracetree::to_string(thread));
+    const auto* after = find_root(thread, "outer-after");
+    REQUIRE(after != nullptr);
+    CHECK(after->count == 3);
+    CHECK(after->total == 3us);
+    const auto* outside = find_root(thread, "outside-after");
+    REQUIRE(outside != nullptr);
+    CHECK(outside->count == 1);
+}

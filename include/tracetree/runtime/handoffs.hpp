@@ -221,6 +221,7 @@ public:
         }
         saved.coroutine = &coroutine;
         saved.outer = std::exchange(state.coroutine, &coroutine);
+        saved.outer_top = std::exchange(state.coroutine_top, arena.cur);
         saved.captures = state.capture_depth;
         saved.recording_into = state.current;
         const SiteInfo* sites[HandoffPath::kMaxDepth];
@@ -256,6 +257,7 @@ public:
             if (traced != nullptr && level == traced_level) start_segment(state, *traced, sites[level], coroutine);
             if (!enter_node(state, sites[level])) break;
         }
+        state.coroutine_top = arena.cur;
         count_wait(state, suspended_, "[suspended]", since, fake_clock);
         release(traced);  // last: if the co-scope ended meanwhile, it delivers the trace, whose callbacks may record here
         return true;
@@ -270,6 +272,7 @@ public:
         Ended ended;
         if (state.capture_depth > saved.captures) end_segments(state, saved.coroutine, ended);
         state.coroutine = saved.outer;
+        state.coroutine_top = static_cast<const NodeRecord*>(saved.outer_top);
         {
             ForkGate::Locked lock(gate, saved.coroutine->mutex, state.id);
             if (saved.coroutine->resumptions == saved.number) {  // not resumed again meanwhile
@@ -331,7 +334,9 @@ public:
     }
     bool enter_suspendable(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
         Arena& arena = state.arena;
+        const bool top = scope.trace != nullptr || arena.cur == state.coroutine_top;  // a trace starts only there
         if (!enter_node(state, info)) return not_entered(state, scope);
+        if (top) state.coroutine_top = arena.cur;
         {
             CoroutineState& coroutine = *state.coroutine;
             ForkGate::Locked lock(gate, coroutine.mutex, state.id);
@@ -379,10 +384,12 @@ public:
         }
         if (state.capture_waits() || arena.cur == &state.overflow || arena.cur->site != scope.entered)
             return state.drop(1), false;
+        const bool top = arena.cur == state.coroutine_top;
         const std::uint64_t now = clock_.now(scope.fake_clock);
         elapsed = now > scope.start ? now - scope.start : 0;
         arena.leave(arena.cur, elapsed, scope.uncaught);
         if (scope.trace != nullptr) end_trace(state, *scope.trace, elapsed);
+        if (top) state.coroutine_top = arena.cur;
         return true;
     }
 
