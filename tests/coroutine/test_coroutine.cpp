@@ -957,3 +957,41 @@ TEST_CASE("a co-scope opened inside a plain scope of its resumption (an eager ta
     REQUIRE(outside != nullptr);
     CHECK(outside->count == 1);
 }
+
+TEST_CASE("a resumption inside a capture of the same session: the capture's nested scopes stay part of it") {
+    FakeClock clock;
+    static tracetree::detail::Site site{"dual", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::TraceSession trace(tracetree::TraceRequest("dual").limit(10));  // a co-scope and a plain scope of one name
+    tracetree::Coroutine place;
+    std::optional<tracetree::detail::CoScope> open;
+    {
+        tracetree::Resumed on(place);
+        open.emplace(site);  // traced
+    }
+    {
+        TRACETREE_SCOPE("dual");  // captured for the same session
+        advance(1us);
+        {
+            tracetree::Resumed on(place);  // resumed in place, inside the capture
+            advance(1us);
+        }
+        {
+            TRACETREE_SCOPE("dual");  // nested: part of the outer capture, not one of its own
+            advance(1us);
+        }
+    }
+    {
+        tracetree::Resumed on(place);
+        open.reset();
+    }
+    const auto traces = trace.collect(0s);
+    CHECK(traces.size() == 2);  // the plain scope's, the co-scope's
+    std::size_t plain = 0;
+    for (const auto& one : traces) {
+        CHECK(one.root.name == "dual");
+        CHECK(one.root.count == 1);
+        for (const tracetree::Node& child : one.root.children)  // the nested scope; the co-scope's node, still open
+            if (child.name == "dual" && child.count == 1) ++plain;
+    }
+    CHECK(plain == 1);
+}

@@ -446,7 +446,9 @@ public:
 private:
     TRACETREE_DETAIL_COLD static void start_segment(ThreadState& state, Gather& gather, const SiteInfo* site,
                                                     const CoroutineState& coroutine) noexcept {
-        if (!state.capture_waits() && state.prepare_segment(site, gather.mask, gather.sessions)) enter_segment(state, gather, coroutine);
+        // Not the sessions a capture open here takes already: its end, not this segment's, lets them go.
+        const std::uint32_t mask = gather.mask & ~state.capturing;
+        if (!state.capture_waits() && state.prepare_segment(site, mask, gather.sessions)) enter_segment(state, gather, coroutine);
     }
     // The traces whose parts a suspension ended, each with a reference it gives back once the thread is put back.
     struct Ended {
