@@ -24,8 +24,10 @@
 // end where the coroutine runs then. Sessions see it as a plain scope: a trace records each of its
 // coroutine's resumptions from it on, on whichever thread, and delivers one tree once it and the work
 // handed off from it have ended; stack, watch and monitor sessions get its end, with its wall time
-// (no TRACETREE_WATCH values). A plain TRACETREE_SCOPE open across a co_await is not
-// supported: it would end on another thread's tree. A co-scope that ends outside its coroutine's
+// (no TRACETREE_WATCH values). A trace starts only where the Resumed's coroutine runs its own code
+// (at its place or in its co-scopes, not inside a plain scope: a task resumed from there without a
+// Resumed of its own records its co-scope untraced). A plain TRACETREE_SCOPE open across a co_await
+// is not supported: it would end on another thread's tree. A co-scope that ends outside its coroutine's
 // resumption (a frame destroyed elsewhere, a coroutine resumed without a Resumed) counts as a dropped
 // call and touches nothing else.
 //

@@ -814,3 +814,184 @@ TEST_CASE("stress: trace, watch and stack sessions on a co-scope hopping across 
     CHECK(child_at(hopping, "[suspended]").count == kCoroutines * kHops);
     CHECK(hopping.dropped == 0);
 }
+
+TEST_CASE("a traced co-scope of a shared place whose lower co-scope ends first: its trace delivered once, its calls counted") {
+    FakeClock clock;
+    static tracetree::detail::Site site_lower{"shared-lower", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    static tracetree::detail::Site site_upper{"shared-upper", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    static tracetree::detail::Site site_later{"shared-later", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::TraceSession trace(tracetree::TraceRequest("shared-upper"));
+    tracetree::Coroutine shared;  // two chains on one place, as Asio's awaitable operators make them
+    std::optional<tracetree::detail::CoScope> lower, upper, later;
+    {
+        tracetree::Resumed on(shared);
+        lower.emplace(site_lower);  // chain a
+    }
+    {
+        tracetree::Resumed on(shared);
+        upper.emplace(site_upper);  // chain b, traced: open above `lower`
+        advance(1us);
+    }
+    {
+        tracetree::Resumed on(shared);
+        lower.reset();  // chain a's ends first, where `upper` is current: a dropped call
+        advance(1us);
+    }
+    {
+        tracetree::Resumed on(shared);
+        later.emplace(site_later);  // a co-scope at the level `upper` had
+        advance(2us);
+    }
+    {
+        tracetree::Resumed on(shared);
+        later.reset();
+    }
+    CHECK_FALSE(trace.next(0s));  // `upper` is still open
+    {
+        tracetree::Resumed on(shared);
+        upper.reset();
+    }
+    const auto captured = trace.next(0s);
+    REQUIRE(captured);
+    const tracetree::Node& root = captured->root;
+    CHECK(root.name == "shared-upper");
+    CHECK(root.count == 1);
+    CHECK(root.total == 4us);
+    REQUIRE(find_child(root, "shared-later") != nullptr);
+    CHECK(child_at(root, "shared-later").count == 1);
+    CHECK(child_at(root, "shared-later").total == 2us);
+    CHECK_FALSE(trace.next(0s));  // once
+    const auto merged = tracetree::profile().merged();
+    INFO(tracetree::to_string(merged));
+    const auto* upper_node = find_root(merged, "shared-upper");
+    REQUIRE(upper_node != nullptr);
+    CHECK(upper_node->count == 1);
+    CHECK(upper_node->dropped == 0);
+    REQUIRE(find_child(*upper_node, "shared-later") != nullptr);
+    CHECK(child_at(*upper_node, "shared-later").count == 1);
+    CHECK(child_at(*upper_node, "shared-later").dropped == 0);
+    CHECK(node_at(merged, {"shared-lower", "shared-upper"}).dropped == 1);  // `lower`'s end, the only one
+}
+
+TEST_CASE("a co-scope's trace delivered as the last resumption's Resumed ends: its callback records at that thread's root") {
+    FakeClock clock;
+    static tracetree::detail::Site site{"handed-on", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    std::thread::id delivered_on;
+    const std::thread::id* last_resumer = nullptr;  // the thread whose Resumed ends last
+    tracetree::TraceSession trace(tracetree::TraceRequest("handed-on").on_trace([&](const tracetree::Trace&) {
+        delivered_on = std::this_thread::get_id();
+        if (last_resumer != nullptr && *last_resumer == delivered_on) {
+            TRACETREE_SCOPE("in-callback");
+        }
+    }));
+    std::optional<tracetree::Coroutine> place;
+    {
+        TRACETREE_SCOPE("spawned-in");
+        place.emplace();
+    }
+    std::optional<tracetree::detail::CoScope> open;
+    {
+        tracetree::Resumed on(*place);
+        open.emplace(site);  // traced
+    }
+    std::thread::id resumer;
+    std::thread([&] {
+        tracetree::set_thread_name("resumes-first");
+        resumer = std::this_thread::get_id();
+        last_resumer = &resumer;
+        tracetree::Resumed on(*place);
+        // The coroutine hands itself on as it suspends: the next resumption runs, and ends the
+        // co-scope, before this one's Resumed ends.
+        std::thread([&] {
+            tracetree::set_thread_name("ends-it");
+            tracetree::Resumed again(*place);
+            open.reset();
+        }).join();
+    }).join();
+    CHECK(delivered_on == resumer);
+    const auto profile = tracetree::profile();
+    const auto* first = find_thread(profile, "resumes-first");
+    REQUIRE(first != nullptr);
+    const auto* in_callback = find_root(*first, "in-callback");
+    REQUIRE(in_callback != nullptr);  // at this thread's own place, not the coroutine's
+    CHECK(in_callback->count == 1);
+    CHECK(on_path(*first, {"spawned-in", "handed-on", "in-callback"}) == nullptr);
+    CHECK(on_path(*first, {"spawned-in", "in-callback"}) == nullptr);
+}
+
+TEST_CASE("a co-scope opened inside a plain scope of its resumption (an eager task resumed directly) is not traced") {
+    FakeClock clock;
+    static tracetree::detail::Site site{"eager-inner", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::TraceSession inner_trace(tracetree::TraceRequest("eager-inner"));
+    tracetree::TraceSession outer_trace(tracetree::TraceRequest("outer-plain"));
+    tracetree::Coroutine outer;
+    std::optional<tracetree::detail::CoScope> inner;  // the eager task's, left open as it suspends
+    {
+        tracetree::Resumed on(outer);
+        {
+            TRACETREE_SCOPE("outer-plain");
+            advance(1us);
+            inner.emplace(site);  // the outer coroutine's code resumes the task without a Resumed
+        }
+        for (int i = 0; i < 3; ++i) {
+            TRACETREE_SCOPE("outer-after");
+            advance(1us);
+        }
+    }
+    {
+        TRACETREE_SCOPE("outside-after");
+    }
+    inner.reset();  // its frame destroyed outside any resumption: a dropped call
+    // As without the sessions: `outer-plain` ends where the co-scope left open is current (a plain
+    // scope across a suspension is not supported), its capture once.
+    const auto outer_traces = outer_trace.collect(0s);
+    CHECK(outer_traces.size() == 1);
+    CHECK(inner_trace.collect(0s).empty());
+    const auto thread = mine();
+    INFO(tracetree::to_string(thread));
+    const auto* after = find_root(thread, "outer-after");
+    REQUIRE(after != nullptr);
+    CHECK(after->count == 3);
+    CHECK(after->total == 3us);
+    const auto* outside = find_root(thread, "outside-after");
+    REQUIRE(outside != nullptr);
+    CHECK(outside->count == 1);
+}
+
+TEST_CASE("a resumption inside a capture of the same session: the capture's nested scopes stay part of it") {
+    FakeClock clock;
+    static tracetree::detail::Site site{"dual", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::TraceSession trace(tracetree::TraceRequest("dual").limit(10));  // a co-scope and a plain scope of one name
+    tracetree::Coroutine place;
+    std::optional<tracetree::detail::CoScope> open;
+    {
+        tracetree::Resumed on(place);
+        open.emplace(site);  // traced
+    }
+    {
+        TRACETREE_SCOPE("dual");  // captured for the same session
+        advance(1us);
+        {
+            tracetree::Resumed on(place);  // resumed in place, inside the capture
+            advance(1us);
+        }
+        {
+            TRACETREE_SCOPE("dual");  // nested: part of the outer capture, not one of its own
+            advance(1us);
+        }
+    }
+    {
+        tracetree::Resumed on(place);
+        open.reset();
+    }
+    const auto traces = trace.collect(0s);
+    CHECK(traces.size() == 2);  // the plain scope's, the co-scope's
+    std::size_t plain = 0;
+    for (const auto& one : traces) {
+        CHECK(one.root.name == "dual");
+        CHECK(one.root.count == 1);
+        for (const tracetree::Node& child : one.root.children)  // the nested scope; the co-scope's node, still open
+            if (child.name == "dual" && child.count == 1) ++plain;
+    }
+    CHECK(plain == 1);
+}

@@ -78,6 +78,7 @@ struct Continuation {
 struct Resumption : Continuation {
     CoroutineState* coroutine = nullptr;
     CoroutineState* outer = nullptr;
+    const void* outer_top = nullptr;  // the thread's coroutine_top in the outer one
     std::uint64_t number = 0;  // of the coroutine's resumptions
     std::uint32_t captures = 0;
     const void* recording_into = nullptr;  // the tree

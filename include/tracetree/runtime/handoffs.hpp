@@ -221,6 +221,7 @@ public:
         }
         saved.coroutine = &coroutine;
         saved.outer = std::exchange(state.coroutine, &coroutine);
+        saved.outer_top = std::exchange(state.coroutine_top, arena.cur);
         saved.captures = state.capture_depth;
         saved.recording_into = state.current;
         const SiteInfo* sites[HandoffPath::kMaxDepth];
@@ -256,8 +257,9 @@ public:
             if (traced != nullptr && level == traced_level) start_segment(state, *traced, sites[level], coroutine);
             if (!enter_node(state, sites[level])) break;
         }
-        if (traced != nullptr) release(traced);
+        state.coroutine_top = arena.cur;
         count_wait(state, suspended_, "[suspended]", since, fake_clock);
+        release(traced);  // last: if the co-scope ended meanwhile, it delivers the trace, whose callbacks may record here
         return true;
     }
 
@@ -267,8 +269,10 @@ public:
     void suspend(Resumption& saved) noexcept {
         ThreadState& state = ThreadState::of(*saved.arena);
         Arena& arena = state.arena;
-        if (state.capture_depth > saved.captures) end_segments(state, saved.coroutine);
+        Ended ended;
+        if (state.capture_depth > saved.captures) end_segments(state, saved.coroutine, ended);
         state.coroutine = saved.outer;
+        state.coroutine_top = static_cast<const NodeRecord*>(saved.outer_top);
         {
             ForkGate::Locked lock(gate, saved.coroutine->mutex, state.id);
             if (saved.coroutine->resumptions == saved.number) {  // not resumed again meanwhile
@@ -284,6 +288,9 @@ public:
         } else if (as_resumed || state.retired.load()) {
             leave(saved);
         }
+        // Last, with the thread put back: a trace whose co-scope ended in a resumption that started
+        // meanwhile is delivered here, and its callbacks may record.
+        for (std::uint32_t i = 0; i < ended.count; ++i) release(ended.traces[i]);
     }
 
     // TRACETREE_CO_SCOPE, in two steps around the runtime's look at its sessions: the site it records
@@ -327,7 +334,9 @@ public:
     }
     bool enter_suspendable(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
         Arena& arena = state.arena;
+        const bool top = scope.trace != nullptr || arena.cur == state.coroutine_top;  // a trace starts only there
         if (!enter_node(state, info)) return not_entered(state, scope);
+        if (top) state.coroutine_top = arena.cur;
         {
             CoroutineState& coroutine = *state.coroutine;
             ForkGate::Locked lock(gate, coroutine.mutex, state.id);
@@ -368,15 +377,19 @@ public:
                 if (at != 0) {
                     std::copy(coroutine.open_sites + at, coroutine.open_sites + coroutine.open, coroutine.open_sites + at - 1);
                     --coroutine.open;
+                    // The traced one, above it, moved down with the others: resumptions find it there.
+                    if (coroutine.traced != nullptr && at - 1 < coroutine.traced_level) --coroutine.traced_level;
                 }
             }
         }
         if (state.capture_waits() || arena.cur == &state.overflow || arena.cur->site != scope.entered)
             return state.drop(1), false;
+        const bool top = arena.cur == state.coroutine_top;
         const std::uint64_t now = clock_.now(scope.fake_clock);
         elapsed = now > scope.start ? now - scope.start : 0;
         arena.leave(arena.cur, elapsed, scope.uncaught);
         if (scope.trace != nullptr) end_trace(state, *scope.trace, elapsed);
+        if (top) state.coroutine_top = arena.cur;
         return true;
     }
 
@@ -433,11 +446,22 @@ public:
 private:
     TRACETREE_DETAIL_COLD static void start_segment(ThreadState& state, Gather& gather, const SiteInfo* site,
                                                     const CoroutineState& coroutine) noexcept {
-        if (!state.capture_waits() && state.prepare_segment(site, gather.mask, gather.sessions)) enter_segment(state, gather, coroutine);
+        // Not the sessions a capture open here takes already: its end, not this segment's, lets them go.
+        const std::uint32_t mask = gather.mask & ~state.capturing;
+        if (!state.capture_waits() && state.prepare_segment(site, mask, gather.sessions)) enter_segment(state, gather, coroutine);
     }
+    // The traces whose parts a suspension ended, each with a reference it gives back once the thread is put back.
+    struct Ended {
+        GatherRef* traces[kMaxSessions];  // a segment per session at most: a capture's own sessions are not captured again
+        std::uint32_t count = 0;
+    };
     // The coroutine suspends: the parts of its trace this resumption recorded end.
-    TRACETREE_DETAIL_COLD void end_segments(ThreadState& state, const CoroutineState* coroutine) noexcept {
-        while (state.capture_depth != 0 && state.captures[state.capture_depth - 1].segment == coroutine) end_segment(state);
+    TRACETREE_DETAIL_COLD void end_segments(ThreadState& state, const CoroutineState* coroutine, Ended& ended) noexcept {
+        while (state.capture_depth != 0 && state.captures[state.capture_depth - 1].segment == coroutine) {
+            GatherRef* trace = state.captures[state.capture_depth - 1].gather;
+            if (ended.count < kMaxSessions) retain(ended.traces[ended.count++] = trace);
+            end_segment(state);
+        }
     }
     // A resumption's part of a co-scope's trace: its capture (prepared) entered, holding the trace.
     static void enter_segment(ThreadState& state, Gather& gather, const CoroutineState& coroutine) noexcept {

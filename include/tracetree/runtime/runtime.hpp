@@ -489,7 +489,8 @@ private:
     TRACETREE_DETAIL_COLD void enter_watched(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
         std::uint32_t epoch = 0, captured = 0;
         const std::uint32_t framed = watching(state, info, epoch, captured);
-        if (captured != 0) handoffs_.trace_suspendable(state, scope);
+        // Traced only where its coroutine's own code runs (ThreadState::coroutine_top).
+        if (captured != 0 && state.arena.cur == state.coroutine_top) handoffs_.trace_suspendable(state, scope);
         if (!handoffs_.enter_suspendable(state, info, scope) || framed == 0) return;
         try {
             auto frame = std::make_unique<Frame>();

@@ -127,6 +127,10 @@ public:
     std::vector<std::pair<std::string, std::string>> annotations;
     std::uint32_t timeline_depth = 0;
     CoroutineState* coroutine = nullptr;  // the coroutine a Resumed runs here now (coroutine.hpp)
+    // Where its code runs: its place, or its innermost co-scope open here. A co-scope opened anywhere
+    // else (inside a plain scope: a coroutine resumed from there without a Resumed) starts no trace,
+    // whose capture would stay on top of that scope's when it suspends.
+    const NodeRecord* coroutine_top = nullptr;
     // The trace whose continued work this thread records now (in a tree of its own, handoffs.hpp), and
     // its root's level in the paths: here() links to it, so that each further hop is traced too.
     GatherRef* continuing = nullptr;
