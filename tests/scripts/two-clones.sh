@@ -10,7 +10,7 @@
 #
 # A fixed folder shared by every tree (the old /tmp/tracetree-load) fails here: B either builds in a
 # folder configured for the deleted A (meson fails) or leaves no server in its own build/.
-# Usage: tests/scripts/two-clones.sh   (scripts/test runs it; about 3 minutes on 2 cores)
+# Usage: tests/scripts/two-clones.sh   (scripts/test --platforms runs it; about 3 minutes on 2 cores)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)

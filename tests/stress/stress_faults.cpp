@@ -2,6 +2,7 @@
 // destructors run by unwinding), throwing trace callbacks, callbacks racing stop(), and fork().
 #include "stress.hpp"
 #include "../fork_child.hpp"
+#include "../sanitizers.hpp"
 
 #include <doctest/doctest.h>
 
@@ -20,6 +21,9 @@ namespace stress {
 
 using fork_child::exit_status;
 constexpr bool kForkWithThreadsUnsafe = fork_child::kWithThreadsUnsafe;
+// Forks of a process with threads, fewer under ThreadSanitizer, where each takes about a second (it
+// stops the world); the g++ and ASan+UBSan builds run every one.
+constexpr int forks(int count) { return sanitizers::kThread ? count / 5 : count; }
 
 // ---- fork, first: this must run before any thread of the process has recorded ----------------
 
@@ -316,7 +320,7 @@ TEST_CASE("fork while other threads record, snapshot and trace: the child never 
         while (!stop.load()) std::thread([] { TRACETREE_FUNCTION(); }).join();
     });
     int failures = 0, deadlocks = 0;
-    constexpr int kForks = 60;
+    constexpr int kForks = forks(60);
     for (int i = 0; i < kForks; ++i) {
         const int status = in_child(child_records_and_reads);
         if (status == 128 + SIGALRM) ++deadlocks;
@@ -351,7 +355,7 @@ TEST_CASE("fork while another thread starts sessions that a listener is told of:
     while (told.load() < 2) {  // the sessions thread is telling the listener
     }
     int failures = 0, deadlocks = 0;
-    for (int i = 0; i < 20 && deadlocks == 0; ++i) {
+    for (int i = 0; i < forks(20) && deadlocks == 0; ++i) {
         const int status = in_child(child_records_and_reads);
         if (status == 128 + SIGALRM) ++deadlocks;
         else if (status != 0) ++failures;
@@ -466,7 +470,7 @@ TEST_CASE("fork while every kind of session runs and threads hand work off: no c
     while (sessions.called.load() < 10 || sessions.recorder.recorded() < 10) {  // every thread is at work
     }
     int failures = 0, deadlocks = 0;
-    constexpr int kForks = 200;
+    constexpr int kForks = forks(200);
     for (int i = 0; i < kForks && deadlocks == 0; ++i) {
         pid_t pid = -1;
         {
