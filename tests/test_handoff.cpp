@@ -782,3 +782,30 @@ TEST_CASE("a traced request that fans out: its time is its wall time, the parall
     CHECK(start_of("fan.part") == start_of("fan.request"));
     CHECK(start_of("[queued]") == start_of("fan.request"));
 }
+
+TEST_CASE("a coroutine place's lock: held in one fork generation, free in the next; waits within one") {
+    std::atomic<std::uint32_t> word{0};
+    {
+        tracetree::detail::PlaceLock parent(word, 7);
+        CHECK(word.load() == 15);  // held: the generation twice, plus one
+        // A child of the fork that copied it held: its thread is not there, so the lock is free.
+        tracetree::detail::PlaceLock child(word, 8);
+        CHECK(word.load() == 17);
+    }
+    CHECK(word.load() == 14);  // the parent's end, last: free in its generation
+    // Within one generation the lock excludes: a second thread waits for the first's end.
+    std::atomic<int> inside{0}, most{0};
+    auto work = [&] {
+        for (int i = 0; i < 20000; ++i) {
+            tracetree::detail::PlaceLock lock(word, 7);
+            const int now = inside.fetch_add(1) + 1;
+            if (now > most.load()) most.store(now);
+            inside.fetch_sub(1);
+        }
+    };
+    std::thread other(work);
+    work();
+    other.join();
+    CHECK(most.load() == 1);
+    CHECK(word.load() == 14);
+}

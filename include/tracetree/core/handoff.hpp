@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
@@ -85,10 +84,11 @@ struct Resumption : Continuation {
     bool in_place = false;  // not recording, inside a capture or another trace's continued work: where it runs
 };
 
-// A coroutine's place between its resumptions (coroutine.hpp); the runtime's, under the mutex: a
-// resumption may start on another thread before the end of the one before it has run.
+// A coroutine's place between its resumptions (coroutine.hpp); the runtime's, under its lock
+// (runtime/handoffs.hpp, PlaceLock): a resumption may start on another thread before the end of the
+// one before it has run.
 struct CoroutineState {
-    std::mutex mutex;
+    std::atomic<std::uint32_t> lock{0};
     const SiteInfo* open_sites[HandoffPath::kMaxDepth] = {};  // its co-scopes open now, outermost first
     std::uint32_t open = 0;  // how many (those past kMaxDepth are not entered again)
     std::uint64_t resumptions = 0;

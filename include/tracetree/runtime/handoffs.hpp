@@ -28,10 +28,10 @@
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
 
-// fork(): a hand-off's lock (a Gather's, a coroutine place's) is in no list a fork handler could
-// walk, so no thread holds one across fork(): each is taken inside the gate, which waits while a
-// fork is being prepared, and the prepare handler waits for the threads inside to leave. Nothing
-// inside takes another lock or runs the program's code.
+// fork(): a Gather's lock is in no list a fork handler could walk, so no thread holds one across
+// fork(): each is taken inside the gate, which waits while a fork is being prepared, and the prepare
+// handler waits for the threads inside to leave. Nothing inside takes another lock or runs the
+// program's code.
 class ForkGate {
 public:
     class Locked {  // a hand-off's mutex, taken inside the gate
@@ -79,6 +79,37 @@ private:
     Stripe inside_[kStripes];
     std::atomic<bool> forking_{false};
     std::mutex closed_;
+};
+
+// A coroutine place's lock: one atomic read-modify-write per use, where a mutex inside the fork gate
+// took four, most of what a resumption and a co-scope cost (each takes it twice). Its word holds the
+// process's fork generation, twice, plus one while held. A fork() while another thread held it
+// leaves it held in the child, where the generation, one more than the parent's, says it is free:
+// what that thread was changing may be half done there, its coroutine's open co-scopes and counts
+// (bounded: a wrong node at worst) or a trace reference taken and not yet stored (that trace is then
+// not delivered in the child). Held for a few stores; no program code runs under it.
+class PlaceLock {
+public:
+    PlaceLock(std::atomic<std::uint32_t>& word, std::uint32_t generation) noexcept
+        : word_(word), free_(generation * 2) {
+        const std::uint32_t held = free_ + 1;
+        std::uint32_t seen = word_.load(std::memory_order_relaxed);
+        for (std::uint32_t tries = 1;; ++tries) {
+            if (seen != held) {
+                if (word_.compare_exchange_weak(seen, held, std::memory_order_acquire, std::memory_order_relaxed)) return;
+                continue;
+            }
+            if (tries % 64 == 0) std::this_thread::yield();  // its holder may have lost its core
+            seen = word_.load(std::memory_order_relaxed);
+        }
+    }
+    ~PlaceLock() { word_.store(free_, std::memory_order_release); }
+    PlaceLock(const PlaceLock&) = delete;
+    PlaceLock& operator=(const PlaceLock&) = delete;
+
+private:
+    std::atomic<std::uint32_t>& word_;
+    const std::uint32_t free_;
 };
 
 // here()'s records, never freed (a Here may outlive anything): chunks made as needed. Each thread keeps
@@ -231,7 +262,7 @@ public:
         Gather* traced = nullptr;  // a reference of this call's while it is used
         std::uint32_t traced_level = 0;
         {
-            ForkGate::Locked lock(gate, coroutine.mutex, state.id);
+            PlaceLock lock = locked(coroutine);
             saved.number = ++coroutine.resumptions;
             if (!recording) return true;
             if (saved.number > 1) {
@@ -274,7 +305,7 @@ public:
         state.coroutine = saved.outer;
         state.coroutine_top = static_cast<const NodeRecord*>(saved.outer_top);
         {
-            ForkGate::Locked lock(gate, saved.coroutine->mutex, state.id);
+            PlaceLock lock = locked(*saved.coroutine);
             if (saved.coroutine->resumptions == saved.number) {  // not resumed again meanwhile
                 saved.coroutine->fake_clock = clock_.is_test(std::memory_order_relaxed);
                 saved.coroutine->suspended_at = clock_.now(saved.coroutine->fake_clock);
@@ -339,7 +370,7 @@ public:
         if (top) state.coroutine_top = arena.cur;
         {
             CoroutineState& coroutine = *state.coroutine;
-            ForkGate::Locked lock(gate, coroutine.mutex, state.id);
+            PlaceLock lock = locked(coroutine);
             if (scope.trace != nullptr && coroutine.traced == nullptr) {  // one traced co-scope at a time
                 retain(scope.trace);
                 coroutine.traced = scope.trace;
@@ -368,7 +399,7 @@ public:
             // Its own entry, the innermost one of its site: chains that share a place (Asio's awaitable
             // operators spawn on the parent's executor) close theirs in any order.
             CoroutineState& coroutine = *scope.coroutine;
-            ForkGate::Locked lock(gate, coroutine.mutex, state.id);
+            PlaceLock lock = locked(coroutine);
             if (coroutine.open > HandoffPath::kMaxDepth) {
                 --coroutine.open;
             } else {
@@ -424,7 +455,7 @@ public:
         if (state.retired.load() || scope.coroutine != state.coroutine) return;  // not its coroutine's to touch
         GatherRef* traced = nullptr;
         {
-            ForkGate::Locked lock(gate, scope.coroutine->mutex, state.id);
+            PlaceLock lock = locked(*scope.coroutine);
             if (scope.coroutine->traced == scope.trace) traced = std::exchange(scope.coroutine->traced, nullptr);
         }
         release(traced);
@@ -663,7 +694,10 @@ private:
     }
 
 public:
-    ForkGate gate;  // every hand-off lock is taken inside it
+    ForkGate gate;  // every Gather's lock is taken inside it
+    void forked() noexcept {  // in the child: every place lock held across fork() is free
+        generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
 
 private:
     const Clock& clock_;
@@ -672,6 +706,10 @@ private:
     HandoffRecords records_;
     std::atomic<const InternedSite*> queued_{nullptr};     // the `[queued]` node's site
     std::atomic<const InternedSite*> suspended_{nullptr};  // the `[suspended]` node's site
+    std::atomic<std::uint32_t> generation_{0};               // fork()s this process descends from
+    PlaceLock locked(CoroutineState& coroutine) noexcept {
+        return PlaceLock(coroutine.lock, generation_.load(std::memory_order_relaxed));
+    }
 };
 
 }  // namespace detail

@@ -615,6 +615,7 @@ private:
         }
         threads_.unlock_after_fork(child, self);
         sessions_.unlock_after_fork(child);
+        if (child) handoffs_.forked();
         handoffs_.gate.open(child);
         sessions_.forget_held();
         stack_locks().naming.unlock();
