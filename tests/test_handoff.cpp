@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -784,22 +785,47 @@ TEST_CASE("a traced request that fans out: its time is its wall time, the parall
 }
 
 TEST_CASE("a coroutine place's lock: held in one fork generation, free in the next; waits within one") {
-    std::atomic<std::uint32_t> word{0};
-    {
-        tracetree::detail::PlaceLock parent(word, 7);
-        CHECK(word.load() == 15);  // held: the generation twice, plus one
-        // A child of the fork that copied it held: its thread is not there, so the lock is free.
-        tracetree::detail::PlaceLock child(word, 8);
-        CHECK(word.load() == 17);
+    using tracetree::detail::PlaceLock;
+    std::atomic<std::uint32_t> word{0}, generation{7};
+    std::optional<PlaceLock> parent, child;
+    parent.emplace(word, generation);
+    CHECK(word.load() == 15);  // held: the generation twice, plus one
+    generation.store(8);       // a fork() while it was held: this is the child now, whose other threads are gone
+    child.emplace(word, generation);
+    CHECK(word.load() == 17);  // free in the child's generation
+    parent.reset();            // the forking thread's own hold ends (a signal handler's fork()) ...
+    CHECK(word.load() == 17);  // ... and leaves the child's holder alone
+    child.reset();
+    CHECK(word.load() == 16);
+
+    // A thread waiting when the fork came takes it in the child, where its holder is gone.
+    parent.emplace(word, generation);
+    std::atomic<bool> waiting{false};
+    std::thread waiter([&] {
+        waiting.store(true);
+        PlaceLock lock(word, generation);
+    });
+    while (!waiting.load()) {
     }
-    CHECK(word.load() == 14);  // the parent's end, last: free in its generation
-    // Within one generation the lock excludes: a second thread waits for the first's end.
+    generation.store(9);
+    waiter.join();  // hangs if the waiter never reads the generation again
+    CHECK(word.load() == 18);
+    parent.reset();
+    CHECK(word.load() == 18);
+
+    // Within one generation it excludes: a second thread waits for the first's end.
     std::atomic<int> inside{0}, most{0};
+    std::atomic<int> ready{0};
     auto work = [&] {
+        ready.fetch_add(1);
+        while (ready.load() < 2) {
+        }
         for (int i = 0; i < 20000; ++i) {
-            tracetree::detail::PlaceLock lock(word, 7);
+            PlaceLock lock(word, generation);
             const int now = inside.fetch_add(1) + 1;
-            if (now > most.load()) most.store(now);
+            int seen = most.load();
+            while (now > seen && !most.compare_exchange_weak(seen, now)) {
+            }
             inside.fetch_sub(1);
         }
     };
@@ -807,5 +833,5 @@ TEST_CASE("a coroutine place's lock: held in one fork generation, free in the ne
     work();
     other.join();
     CHECK(most.load() == 1);
-    CHECK(word.load() == 14);
+    CHECK(word.load() == 18);
 }

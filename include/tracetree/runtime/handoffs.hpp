@@ -17,6 +17,7 @@
 
 #include <algorithm>  // std::copy, std::min
 #include <atomic>
+#include <chrono>  // PlaceLock's back-off
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -86,30 +87,56 @@ private:
 // process's fork generation, twice, plus one while held. A fork() while another thread held it
 // leaves it held in the child, where the generation, one more than the parent's, says it is free:
 // what that thread was changing may be half done there, its coroutine's open co-scopes and counts
-// (bounded: a wrong node at worst) or a trace reference taken and not yet stored (that trace is then
-// not delivered in the child). Held for a few stores; no program code runs under it.
+// (bounded, and a site not yet stored is skipped: a wrong node at worst) or a trace reference taken
+// and not yet stored (that trace is then not delivered in the child). Held for a few stores, and for
+// a test clock's function (set_clock), which is the only program code that runs under it.
 class PlaceLock {
 public:
-    PlaceLock(std::atomic<std::uint32_t>& word, std::uint32_t generation) noexcept
-        : word_(word), free_(generation * 2) {
-        const std::uint32_t held = free_ + 1;
+    PlaceLock(std::atomic<std::uint32_t>& word, const std::atomic<std::uint32_t>& generation) noexcept
+        : word_(word), generation_(generation) {
         std::uint32_t seen = word_.load(std::memory_order_relaxed);
         for (std::uint32_t tries = 1;; ++tries) {
-            if (seen != held) {
-                if (word_.compare_exchange_weak(seen, held, std::memory_order_acquire, std::memory_order_relaxed)) return;
+            // Read at each try: a fork() from a signal handler while this thread waited leaves it
+            // waiting in the child, where the holder is gone.
+            free_ = generation_.load(std::memory_order_relaxed) * 2;
+            if (seen != free_ + 1) {
+                if (word_.compare_exchange_weak(seen, free_ + 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
                 continue;
             }
-            if (tries % 64 == 0) std::this_thread::yield();  // its holder may have lost its core
+            back_off(tries);
             seen = word_.load(std::memory_order_relaxed);
         }
     }
-    ~PlaceLock() { word_.store(free_, std::memory_order_release); }
+    ~PlaceLock() {
+        const std::uint32_t now = generation_.load(std::memory_order_relaxed) * 2;
+        if (now == free_) {
+            word_.store(free_, std::memory_order_release);
+        } else {  // forked while this thread held it (a signal handler's fork(), or the test clock's):
+                  // in the child, another thread may hold it now
+            std::uint32_t held = free_ + 1;
+            word_.compare_exchange_strong(held, now, std::memory_order_release, std::memory_order_relaxed);
+        }
+    }
     PlaceLock(const PlaceLock&) = delete;
     PlaceLock& operator=(const PlaceLock&) = delete;
 
 private:
+    static void back_off(std::uint32_t tries) noexcept {
+        if (tries < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else if (tries < 128) {
+            std::this_thread::yield();  // its holder may have lost its core
+        } else {
+            // A real-time thread waiting for a holder of lower priority on its core: yield() would
+            // never let that holder run.
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
     std::atomic<std::uint32_t>& word_;
-    const std::uint32_t free_;
+    const std::atomic<std::uint32_t>& generation_;
+    std::uint32_t free_ = 0;
 };
 
 // here()'s records, never freed (a Here may outlive anything): chunks made as needed. Each thread keeps
@@ -283,7 +310,8 @@ public:
             return true;
         }
         const std::uint32_t max_depth = state.max_depth.load(std::memory_order_relaxed);
-        for (std::uint32_t level = 0; level < open && arena.depth + 1 < max_depth; ++level) {
+        // A site not yet stored: a fork() cut another thread's co-scope short (PlaceLock).
+        for (std::uint32_t level = 0; level < open && arena.depth + 1 < max_depth && sites[level] != nullptr; ++level) {
             // The traced co-scope and what is below it go to its trace, in a capture of this resumption.
             if (traced != nullptr && level == traced_level) start_segment(state, *traced, sites[level], coroutine);
             if (!enter_node(state, sites[level])) break;
@@ -708,7 +736,7 @@ private:
     std::atomic<const InternedSite*> suspended_{nullptr};  // the `[suspended]` node's site
     std::atomic<std::uint32_t> generation_{0};               // fork()s this process descends from
     PlaceLock locked(CoroutineState& coroutine) noexcept {
-        return PlaceLock(coroutine.lock, generation_.load(std::memory_order_relaxed));
+        return PlaceLock(coroutine.lock, generation_);
     }
 };
 
