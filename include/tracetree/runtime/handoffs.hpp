@@ -92,7 +92,8 @@ private:
 // a test clock's function (set_clock), which is the only program code that runs under it.
 class PlaceLock {
 public:
-    PlaceLock(std::atomic<std::uint32_t>& word, const std::atomic<std::uint32_t>& generation) noexcept
+    // Inline (g++ otherwise calls both): a resumption takes it twice, a co-scope twice.
+    TRACETREE_DETAIL_INLINE PlaceLock(std::atomic<std::uint32_t>& word, const std::atomic<std::uint32_t>& generation) noexcept
         : word_(word), generation_(generation) {
         std::uint32_t seen = word_.load(std::memory_order_relaxed);
         for (std::uint32_t tries = 1;; ++tries) {
@@ -107,7 +108,7 @@ public:
             seen = word_.load(std::memory_order_relaxed);
         }
     }
-    ~PlaceLock() {
+    TRACETREE_DETAIL_INLINE ~PlaceLock() {
         const std::uint32_t now = generation_.load(std::memory_order_relaxed) * 2;
         if (now == free_) {
             word_.store(free_, std::memory_order_release);
@@ -121,7 +122,7 @@ public:
     PlaceLock& operator=(const PlaceLock&) = delete;
 
 private:
-    static void back_off(std::uint32_t tries) noexcept {
+    TRACETREE_DETAIL_COLD static void back_off(std::uint32_t tries) noexcept {
         if (tries < 64) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
