@@ -94,12 +94,11 @@ TEST_CASE("rooms: the session word and the clock's conversion") {
     CHECK(to_nanos(~std::uint64_t{0}, 1.0) == tracetree::Nanos::max());  // a clock that stepped back
 }
 
-
 // A fresh tree pays one lookup that misses per new node, so the child index must spread a parent's
 // children whatever addresses the heap gave the sites. Sites 64 KiB apart (fake addresses, never read)
 // at eight bases; a fan-out-10 tree of 4 levels, made depth-first as bench/snapshots.cpp makes it.
 // A uniform hash at this load (11,111 nodes in 32,768 slots) finds a node in about 1.26 probes; the
-// hash that shifted the parent up took 1.15 to 1.77, depending on the base.
+// hash that shifted the parent up took 1.19 to 1.85, depending on the base (over 1.4 at three).
 TEST_CASE("rooms: the child index spreads a tree's nodes wherever the sites are") {
     constexpr std::uintptr_t kStride = 65536;
     for (std::uintptr_t b = 0; b < 8; ++b) {

@@ -35,7 +35,7 @@ namespace detail {
 // program's code.
 class ForkGate {
 public:
-    class Locked {  // a hand-off's mutex, taken inside the gate
+    class Locked {  // a Gather's mutex, taken inside the gate
     public:
         Locked(ForkGate& gate, std::mutex& mutex, std::uint32_t thread) noexcept
             : mutex_(mutex), inside_(gate.inside_[thread % kStripes].count) {
