@@ -1,9 +1,12 @@
 // Threads: one tree each, snapshots while others record, exited threads kept, the timeline.
+#include "fork_child.hpp"
 #include "support.hpp"
 
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 using namespace test;
@@ -161,5 +164,54 @@ TEST_CASE("fork() while another thread holds the registry: the child keeps recor
     }
     stop = true;
     busy.join();
+}
+
+// The recorder's start (runtime/process.hpp, StartLock): a plugin loaded on one thread starts it while
+// another thread forks. A std::mutex held by the starting thread would never be let go in the child.
+TEST_CASE("the start lock: a child forked while another thread starts takes it over; a thread of the same process waits") {
+    using tracetree::detail::StartLock;
+    std::atomic<pid_t> word{0};
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool held = false, let_go = false;
+    std::thread starter([&] {
+        const StartLock lock(word);
+        std::unique_lock<std::mutex> guard(mutex);
+        held = true;
+        changed.notify_all();
+        changed.wait(guard, [&] { return let_go; });
+    });
+    {
+        std::unique_lock<std::mutex> guard(mutex);
+        changed.wait(guard, [&] { return held; });
+    }
+    REQUIRE(word.load() == getpid());
+    if (!fork_child::kWithThreadsUnsafe) {  // fork_child.hpp
+        const pid_t child = fork();
+        if (child == 0) {
+            bool mine = false;
+            {
+                const StartLock lock(word);
+                mine = word.load() == getpid();
+            }
+            _exit(mine && word.load() == 0 ? 0 : 3);
+        }
+        CHECK(fork_child::exit_status(child) == 0);
+    }
+    std::atomic<bool> released{false}, after_release{false};
+    std::thread second([&] {
+        const StartLock lock(word);
+        after_release = released.load();
+    });
+    released = true;
+    {
+        std::lock_guard<std::mutex> guard(mutex);
+        let_go = true;
+    }
+    changed.notify_all();
+    starter.join();
+    second.join();
+    CHECK(after_release.load());
+    CHECK(word.load() == 0);
 }
 #endif

@@ -21,7 +21,10 @@
 #include <cxxabi.h>   // __cxa_get_globals (exceptions in flight), __cxa_demangle
 #include <dlfcn.h>    // dladdr, dlopen: the recorder's module
 #include <stdlib.h>   // free
+#include <sched.h>     // sched_yield: StartLock
 #include <sys/auxv.h>  // getauxval: the executable's program headers
+#include <time.h>      // nanosleep: StartLock
+#include <unistd.h>    // getpid: StartLock
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
@@ -105,6 +108,35 @@ inline std::string foreign_namespace() {
            "copy of tracetree cannot reach: it records nothing and starts no listener (link the executable "
            "dynamically to record its scopes)";
 }
+
+// The recorder's start, one thread at a time, through a word that holds the starting process's id
+// (0: free). A child forked while a thread of its parent was starting (a plugin loaded on one thread
+// while another forks) finds its parent's id there and takes the word over, since that thread is not
+// in the child; a mutex would keep the child waiting for ever. A thread of the same process waits:
+// yields, then sleeps (a start may open the admin listener).
+class StartLock {
+public:
+    explicit StartLock(std::atomic<pid_t>& word) noexcept : word_(word) {
+        const pid_t self = ::getpid();
+        pid_t holder = 0;
+        for (unsigned tries = 0; !word_.compare_exchange_weak(holder, self, std::memory_order_acquire); ++tries) {
+            if (holder != self && holder != 0) continue;  // a parent's: the next try replaces it
+            holder = 0;
+            if (tries < 64) {
+                ::sched_yield();
+            } else {
+                const timespec pause{0, 1000000};
+                ::nanosleep(&pause, nullptr);
+            }
+        }
+    }
+    ~StartLock() { word_.store(0, std::memory_order_release); }
+    StartLock(const StartLock&) = delete;
+    StartLock& operator=(const StartLock&) = delete;
+
+private:
+    std::atomic<pid_t>& word_;
+};
 
 // Keeps the module of `code` loaded for ever.
 inline void pin_module(void* code) {
