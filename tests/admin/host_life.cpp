@@ -41,6 +41,7 @@
 #include <poll.h>
 #include <set>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -66,10 +67,10 @@ constexpr int kBoundMs = 20000;  // every wait for an event; its expiry is a fai
 constexpr int kForks = sanitizers::kThread ? 20 : 200;
 // ASan's allocator in LLVM 14 and GCC 12 takes no lock around fork() (tests/fork_child.hpp; LLVM 18 does): a child
 // forked while the monitor's interval allocates in another thread can wait for ever on that lock,
-// whatever tracetree does (CI, 2026-12-05: 1 child of 200). Under ASan the monitor waits armed with an
-// interval longer than the forks, so no thread of the parent runs while they happen; the plain and TSan
-// builds keep its one-second ticks between the forks.
-constexpr const char* kMonitor = sanitizers::kAddress ? "monitor?pattern=child_work&interval=60&n=5"
+// whatever tracetree does (CI, 2026-12-05: 1 child of 200, its stacks not taken). Under ASan the monitor
+// waits armed with one interval as long as a call may be, so no thread of the parent allocates while
+// they happen; the plain and TSan builds keep its one-second ticks between the forks.
+constexpr const char* kMonitor = sanitizers::kAddress ? "monitor?pattern=child_work&interval=300&n=1"
                                                       : "monitor?pattern=child_work&interval=1&n=100";
 // A sanitizer's shadow memory does not fit under an address-space limit.
 constexpr bool kSanitized = sanitizers::kAddressOrThread;
@@ -440,10 +441,13 @@ void exit_answers(const char* self) {
 
 void child_work() { TRACETREE_FUNCTION(); }
 
-// Where a hung child waits, on stderr, for the log of a run that cannot be repeated at will.
+// Where a hung child waits, on stderr, for the log of a run that cannot be repeated at will (the child
+// let any process trace it: Yama's ptrace_scope 1 allows only ancestors).
 void print_stacks(pid_t child) {
-    const std::string gdb = "gdb -batch -p " + std::to_string(child) + " -ex 'thread apply all bt' >&2 2>/dev/null";
-    if (std::system(gdb.c_str()) != 0) std::fprintf(stderr, "(child %d's stacks: gdb could not attach)\n", int(child));
+    const std::string pid = std::to_string(child);
+    const std::string gdb = "timeout 60 gdb -batch -p " + pid + " -ex 'thread apply all bt' >&2 2>&1";
+    if (std::system(gdb.c_str()) != 0)
+        static_cast<void>(std::system(("cat /proc/" + pid + "/wchan /proc/" + pid + "/syscall >&2").c_str()));
 }
 
 // A child: records, renders, and every 10th serves on a listener of its own. Exits 0 when all held.
@@ -474,6 +478,7 @@ void fork_waiting() {
         if (::pipe2(result, O_CLOEXEC) != 0) return check(false, "pipe");
         const pid_t child = ::fork();
         if (child == 0) {
+            ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);  // print_stacks()
             ::close(result[0]);
             forked_child(i);
         }

@@ -61,7 +61,7 @@ TRACETREE_DETAIL_COLD TRACETREE_DETAIL_RUNTIME_API RuntimeImpl& runtime() {
     // A copy in a dlmopen() namespace runs no recorder (process.hpp, foreign_namespace()): its scopes
     // find none and record nothing, so no lock of its own can be held across the program's fork().
     if (*refused() != '\0') throw std::runtime_error(refused());
-    static std::atomic<pid_t> starting{0};  // this copy's threads start one at a time (process.hpp)
+    static std::atomic<pid_t> starting{0};  // threads start one at a time (process.hpp), no guard variable
     const StartLock lock(starting);
     if (Recorder* found = find_recorder()) return as_runtime(found);
     // The throw hook's probe runs before the recorder is published: recorder_info() never reads a

@@ -113,7 +113,9 @@ inline std::string foreign_namespace() {
 // (0: free). A child forked while a thread of its parent was starting (a plugin loaded on one thread
 // while another forks) finds its parent's id there and takes the word over, since that thread is not
 // in the child; a mutex would keep the child waiting for ever. A thread of the same process waits:
-// yields, then sleeps (a start may open the admin listener).
+// yields, then sleeps (a start may open the admin listener). It only saves starting twice:
+// settle_recorder() keeps one recorder whatever starts meanwhile (a clone() sharing memory, a
+// descendant given a stale holder's id).
 class StartLock {
 public:
     explicit StartLock(std::atomic<pid_t>& word) noexcept : word_(word) {
