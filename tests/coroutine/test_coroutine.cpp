@@ -818,6 +818,7 @@ TEST_CASE("stress: trace, watch and stack sessions on a co-scope hopping across 
                 TRACETREE_CO_SCOPE("hopping");
                 for (int i = 0; i < kHops; ++i) {
                     co_await scheduler.hop();
+                    TRACETREE_WATCH("hop", i);  // each on the thread that resumed it
                     TRACETREE_SCOPE("hop-step");
                 }
             }
@@ -839,7 +840,11 @@ TEST_CASE("stress: trace, watch and stack sessions on a co-scope hopping across 
         CHECK(child_at(one.root, "hop-step").count == kHops);
         CHECK(child_at(one.root, "[suspended]").count == kHops);
     }
-    CHECK(watch.collect(0s).size() == kWanted);
+    const auto watched = watch.collect(0s);
+    CHECK(watched.size() == kWanted);
+    std::vector<std::pair<std::string, std::string>> hops;
+    for (int i = 0; i < kHops; ++i) hops.emplace_back("hop", std::to_string(i));
+    for (const auto& one : watched) CHECK(one.values == hops);
     const auto stacks = stack.collect(0s);
     CHECK(stacks.size() == kWanted);
     for (const auto& one : stacks) CHECK((!one.frames.empty() && one.frames[0].name == "hopping"));
