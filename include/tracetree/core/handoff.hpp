@@ -74,16 +74,17 @@ struct Continuation {
 
 // A coroutine's resumption (Resumed): which coroutine, the one it was resumed inside, and what must be
 // as it was for the arena to be put back (a plain scope left open across a suspension leaves it otherwise).
-// Where a thread sends the TRACETREE_WATCH values said directly in a watched co-scope's node: the
+// Where a resumption sends the TRACETREE_WATCH values said directly in a watched co-scope's node: the
 // runtime's frame of it, the place whose lock guards that frame, and how many of the thread's own
 // frames are below it (a plain watched scope opened inside comes first). With the watch wish it
-// replaced (the arena's kValuesOfNode bit and value node), given back when the co-scope ends.
+// replaced (the arena's kValuesOfNode bit and value node), given back when the co-scope ends or the
+// resumption suspends.
 struct ValueRoute {
-    void* frame = nullptr;
-    CoroutineState* place = nullptr;
-    std::uint32_t frames_below = 0;
-    std::uint8_t node_values = 0;
-    const NodeRecord* value_node = nullptr;
+    void* frame = nullptr;  // null: none; the others are read only when it is set
+    CoroutineState* place;
+    std::uint32_t frames_below;
+    std::uint8_t node_values;
+    const NodeRecord* value_node;
 };
 
 struct Resumption : Continuation {
@@ -94,10 +95,8 @@ struct Resumption : Continuation {
     std::uint32_t captures = 0;
     const void* recording_into = nullptr;  // the tree
     bool in_place = false;  // not recording, inside a capture or another trace's continued work: where it runs
-    // The thread's value route and watch wish before: given back when it suspends.
-    ValueRoute outer_route;
-    std::uint8_t outer_node_values = 0;
-    const NodeRecord* outer_value_node = nullptr;
+    Resumption* outer_resumption = nullptr;  // the thread's resumption around this one
+    ValueRoute route;  // set while it sends TRACETREE_WATCH values to a watched co-scope
 };
 
 // A coroutine's place between its resumptions (coroutine.hpp); the runtime's, under its lock

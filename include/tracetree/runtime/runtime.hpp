@@ -214,7 +214,7 @@ public:
         }
     }
     void add_value(ThreadState& state, const char* name, std::string text) {
-        if (state.co_values.frame != nullptr) handoffs_.co_value(state, name, text);
+        if (state.resumption != nullptr) handoffs_.co_value(state, name, text);
         state.add_value(name, std::move(text));
     }
 

@@ -127,7 +127,7 @@ public:
     std::vector<std::pair<std::string, std::string>> annotations;
     std::uint32_t timeline_depth = 0;
     CoroutineState* coroutine = nullptr;  // the coroutine a Resumed runs here now (coroutine.hpp)
-    ValueRoute co_values;  // a watched co-scope's values, said here (handoffs.hpp, route_values)
+    Resumption* resumption = nullptr;  // the Resumed's own state, while it runs here
     // Where its code runs: its place, or its innermost co-scope open here. A co-scope opened anywhere
     // else (inside a plain scope: a coroutine resumed from there without a Resumed) starts no trace,
     // whose capture would stay on top of that scope's when it suspends.
