@@ -170,6 +170,19 @@ Task request(Scheduler& scheduler) {
     advance(2us);
 }
 
+// TRACETREE_WATCH in a co-scope, before and after it hops to another thread, and inside a scope of it.
+Task watched_request(Scheduler& scheduler, int id) {
+    TRACETREE_CO_SCOPE("watched-request");
+    TRACETREE_WATCH("id", id);
+    co_await scheduler.hop();
+    {
+        TRACETREE_SCOPE("inner");
+        TRACETREE_WATCH("inner", id);  // said in `inner`: not the co-scope's value
+    }
+    TRACETREE_WATCH("after", id * 10);
+    advance(1us);
+}
+
 Task query(Scheduler& scheduler, int hops) {
     TRACETREE_CO_SCOPE("query");
     for (int i = 0; i < hops; ++i) co_await scheduler.hop();
@@ -458,6 +471,29 @@ TEST_CASE("watch and stack sessions on a co-scope: one value per call, at its en
         CHECK(one.frames[1].name == "serve");
     }
     CHECK(stack.done());
+}
+
+TEST_CASE("watch on a co-scope: the values said directly in it, from every resumption, on whichever thread") {
+    FakeClock clock;
+    tracetree::WatchSession watch(tracetree::WatchRequest("watched-request").limit(2));
+    tracetree::WatchSession picked(tracetree::WatchRequest("watched-request").values({"after"}).limit(2));
+    tracetree::WatchSession inner(tracetree::WatchRequest("inner").limit(2));
+    Scheduler scheduler;
+    for (int id = 1; id <= 2; ++id) scheduler.spawn(watched_request(scheduler, id));
+    // Both open and wait, then each ends on a thread of its own: the two chains share no thread.
+    for (const char* thread : {"open-a", "open-b", "end-a", "end-b"}) REQUIRE(scheduler.run_on(thread));
+    using Values = std::vector<std::pair<std::string, std::string>>;
+    const auto watched = watch.collect(0s);
+    REQUIRE(watched.size() == 2);
+    CHECK(watched[0].values == Values{{"id", "1"}, {"after", "10"}});
+    CHECK(watched[0].thread_name == "end-a");
+    CHECK(watched[1].values == Values{{"id", "2"}, {"after", "20"}});
+    const auto only_after = picked.collect(0s);
+    REQUIRE(only_after.size() == 2);
+    CHECK(only_after[1].values == Values{{"after", "20"}});
+    const auto inside = inner.collect(0s);  // a plain scope inside it keeps its own values
+    REQUIRE(inside.size() == 2);
+    CHECK(inside[0].values == Values{{"inner", "1"}});
 }
 
 TEST_CASE("a coroutine resumed inside the traced scope it was spawned in records at its place: no call left running") {
@@ -782,6 +818,7 @@ TEST_CASE("stress: trace, watch and stack sessions on a co-scope hopping across 
                 TRACETREE_CO_SCOPE("hopping");
                 for (int i = 0; i < kHops; ++i) {
                     co_await scheduler.hop();
+                    TRACETREE_WATCH("hop", i);  // each on the thread that resumed it
                     TRACETREE_SCOPE("hop-step");
                 }
             }
@@ -803,7 +840,11 @@ TEST_CASE("stress: trace, watch and stack sessions on a co-scope hopping across 
         CHECK(child_at(one.root, "hop-step").count == kHops);
         CHECK(child_at(one.root, "[suspended]").count == kHops);
     }
-    CHECK(watch.collect(0s).size() == kWanted);
+    const auto watched = watch.collect(0s);
+    CHECK(watched.size() == kWanted);
+    std::vector<std::pair<std::string, std::string>> hops;
+    for (int i = 0; i < kHops; ++i) hops.emplace_back("hop", std::to_string(i));
+    for (const auto& one : watched) CHECK(one.values == hops);
     const auto stacks = stack.collect(0s);
     CHECK(stacks.size() == kWanted);
     for (const auto& one : stacks) CHECK((!one.frames.empty() && one.frames[0].name == "hopping"));

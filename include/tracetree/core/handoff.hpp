@@ -74,6 +74,19 @@ struct Continuation {
 
 // A coroutine's resumption (Resumed): which coroutine, the one it was resumed inside, and what must be
 // as it was for the arena to be put back (a plain scope left open across a suspension leaves it otherwise).
+// Where a resumption sends the TRACETREE_WATCH values said directly in a watched co-scope's node: the
+// runtime's frame of it, the place whose lock guards that frame, and how many of the thread's own
+// frames are below it (a plain watched scope opened inside comes first). With the watch wish it
+// replaced (the arena's kValuesOfNode bit and value node), given back when the co-scope ends or the
+// resumption suspends.
+struct ValueRoute {
+    void* frame = nullptr;  // null: none; the others are read only when it is set
+    CoroutineState* place;
+    std::uint32_t frames_below;
+    std::uint8_t node_values;
+    const NodeRecord* value_node;
+};
+
 struct Resumption : Continuation {
     CoroutineState* coroutine = nullptr;
     CoroutineState* outer = nullptr;
@@ -82,6 +95,8 @@ struct Resumption : Continuation {
     std::uint32_t captures = 0;
     const void* recording_into = nullptr;  // the tree
     bool in_place = false;  // not recording, inside a capture or another trace's continued work: where it runs
+    Resumption* outer_resumption = nullptr;  // the thread's resumption around this one
+    ValueRoute route;  // set while it sends TRACETREE_WATCH values to a watched co-scope
 };
 
 // A coroutine's place between its resumptions (coroutine.hpp); the runtime's, under its lock
@@ -99,6 +114,10 @@ struct CoroutineState {
     // from that level on while it is open; one reference, given back when that co-scope ends.
     GatherRef* traced = nullptr;
     std::uint32_t traced_level = 0;
+    // The runtime's frame of one of its co-scopes (open_sites[watched_level]) that a watch session
+    // wants TRACETREE_WATCH values of: each resumption sends there the values said directly in it.
+    void* watched = nullptr;
+    std::uint32_t watched_level = 0;
     ~CoroutineState();
 };
 

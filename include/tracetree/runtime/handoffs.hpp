@@ -271,6 +271,7 @@ public:
     bool resume(ThreadState& state, const HandoffPath& origin, CoroutineState& coroutine, Resumption& saved) noexcept {
         Arena& arena = state.arena;
         if (state.retired.load() || state.coroutine == &coroutine) return false;
+        saved.outer_resumption = std::exchange(state.resumption, &saved);
         const bool recording = (arena.flags.load(std::memory_order_relaxed) & kRecording) != 0 && arena.cur != &state.overflow;
         if (recording && state.capture_waits()) state.start_deferred_capture();  // as for anything recorded under it
         if (!recording || !enter_path(state, origin, saved)) {
@@ -289,6 +290,8 @@ public:
         bool fake_clock = false;
         Gather* traced = nullptr;  // a reference of this call's while it is used
         std::uint32_t traced_level = 0;
+        void* watched = nullptr;
+        std::uint32_t watched_level = 0;
         {
             PlaceLock lock = locked(coroutine);
             saved.number = ++coroutine.resumptions;
@@ -304,6 +307,8 @@ public:
                 traced = static_cast<Gather*>(coroutine.traced);
                 traced_level = coroutine.traced_level;
                 retain(traced);
+                watched = coroutine.watched;
+                watched_level = coroutine.watched_level;
             }
         }
         if (saved.number == 1) {
@@ -316,6 +321,7 @@ public:
             // The traced co-scope and what is below it go to its trace, in a capture of this resumption.
             if (traced != nullptr && level == traced_level) start_segment(state, *traced, sites[level], coroutine);
             if (!enter_node(state, sites[level])) break;
+            if (watched != nullptr && level == watched_level) route_values(state, saved, watched, coroutine);
         }
         state.coroutine_top = arena.cur;
         count_wait(state, suspended_, "[suspended]", since, fake_clock);
@@ -341,6 +347,8 @@ public:
                 saved.coroutine->suspended_after = saved.number;
             }
         }
+        if (saved.route.frame != nullptr) unroute_values(state, saved);
+        state.resumption = saved.outer_resumption;
         const bool as_resumed = state.capture_depth == saved.captures && state.current == saved.recording_into &&
                                 !state.capture_waits() && arena.cur != &state.overflow;
         if (saved.in_place) {
@@ -439,6 +447,7 @@ public:
                     --coroutine.open;
                     // The traced one, above it, moved down with the others: resumptions find it there.
                     if (coroutine.traced != nullptr && at - 1 < coroutine.traced_level) --coroutine.traced_level;
+                    if (coroutine.watched != nullptr && at - 1 < coroutine.watched_level) --coroutine.watched_level;
                 }
             }
         }
@@ -490,6 +499,44 @@ public:
         release(traced);
     }
 
+    // TRACETREE_WATCH values said directly in a co-scope that a watch session wants them of go to its
+    // frame, on whichever thread its coroutine runs: routed where it opens and in each resumption that
+    // enters it, given back when it ends or the resumption suspends. One such co-scope per place.
+    TRACETREE_DETAIL_COLD void watch_values(ThreadState& state, const SuspendableScope& scope) noexcept {
+        bool first = false;
+        {
+            PlaceLock lock = locked(*scope.coroutine);
+            if (scope.coroutine->watched == nullptr) {
+                scope.coroutine->watched = scope.frame;
+                scope.coroutine->watched_level = scope.coroutine->open - 1;
+                first = true;
+            }
+        }
+        if (first && state.resumption != nullptr) route_values(state, *state.resumption, scope.frame, *scope.coroutine);
+    }
+    // Its end, before it is left (its frame is delivered after): no resumption sends values to it now.
+    TRACETREE_DETAIL_COLD void unwatch_values(ThreadState& state, const SuspendableScope& scope) noexcept {
+        if (scope.coroutine != state.coroutine) return;  // not its coroutine's to touch
+        {
+            PlaceLock lock = locked(*scope.coroutine);
+            if (scope.coroutine->watched == scope.frame) scope.coroutine->watched = nullptr;
+        }
+        if (state.resumption != nullptr && state.resumption->route.frame == scope.frame) unroute_values(state, *state.resumption);
+    }
+    // A value said here while a watched co-scope's node is the innermost one: to its frame, unless it
+    // ended meanwhile on another thread (a resumption that started there before this one was over).
+    TRACETREE_DETAIL_COLD void co_value(ThreadState& state, const char* name, const std::string& text) {
+        if (state.resumption == nullptr) return;
+        const ValueRoute& route = state.resumption->route;
+        const Arena& arena = state.arena;
+        if (route.frame == nullptr || state.frame_depth() != route.frames_below || (arena.values & kValuesOfNode) == 0 ||
+            arena.value_node != arena.cur)
+            return;
+        PlaceLock lock = locked(*route.place);
+        auto* frame = route.place->watched == route.frame ? static_cast<Frame*>(route.frame) : nullptr;
+        if (frame != nullptr && frame->values.size() < kMaxValuesPerScope) frame->values.emplace_back(name, text);
+    }
+
     // The last reference to a gathered capture is gone: its trace with the continued work grafted
     // under it; false when no session wanted the capture.
     static bool finish(Gather& gather) {
@@ -504,6 +551,20 @@ public:
     }
 
 private:
+    // At the co-scope's node (arena.cur): values said there in this resumption go to `frame`.
+    TRACETREE_DETAIL_COLD static void route_values(ThreadState& state, Resumption& resumption, void* frame, CoroutineState& place) noexcept {
+        Arena& arena = state.arena;
+        resumption.route = ValueRoute{frame, &place, state.frame_depth(), static_cast<std::uint8_t>(arena.values & kValuesOfNode),
+                                      arena.value_node};
+        arena.values |= kValuesOfNode;
+        arena.value_node = arena.cur;
+    }
+    TRACETREE_DETAIL_COLD static void unroute_values(ThreadState& state, Resumption& resumption) noexcept {
+        Arena& arena = state.arena;
+        arena.values = static_cast<std::uint8_t>((arena.values & ~kValuesOfNode) | resumption.route.node_values);
+        arena.value_node = resumption.route.value_node;
+        resumption.route.frame = nullptr;
+    }
     TRACETREE_DETAIL_COLD static void start_segment(ThreadState& state, Gather& gather, const SiteInfo* site,
                                                     const CoroutineState& coroutine) noexcept {
         // Not the sessions a capture open here takes already: its end, not this segment's, lets them go.
@@ -736,7 +797,7 @@ private:
     std::atomic<const InternedSite*> queued_{nullptr};     // the `[queued]` node's site
     std::atomic<const InternedSite*> suspended_{nullptr};  // the `[suspended]` node's site
     std::atomic<std::uint32_t> generation_{0};               // fork()s this process descends from
-    PlaceLock locked(CoroutineState& coroutine) noexcept {
+    TRACETREE_DETAIL_INLINE PlaceLock locked(CoroutineState& coroutine) noexcept {  // g++ stops inlining it past a few callers
         return PlaceLock(coroutine.lock, generation_);
     }
 };

@@ -190,16 +190,16 @@ public:
         if (captured) end_capture(state, elapsed, true);
     }
 
-    // TRACETREE_WATCH: to the innermost watched scope, and to the capture that asked for values.
+    // TRACETREE_WATCH: to the innermost watched scope or co-scope, and to the capture that asked for values.
     void value(Arena& arena, const char* name, const char* text, std::size_t size, bool cut) noexcept override {
         try {
-            ThreadState::of(arena).add_value(name, std::string(text, size) + (cut ? "..." : ""));
+            add_value(ThreadState::of(arena), name, std::string(text, size) + (cut ? "..." : ""));
         } catch (...) {  // out of memory: the value is lost
         }
     }
     void value(Arena& arena, const char* name, double number) noexcept override {
         try {
-            ThreadState::of(arena).add_value(name, java_double(number));
+            add_value(ThreadState::of(arena), name, java_double(number));
         } catch (...) {
         }
     }
@@ -209,9 +209,13 @@ public:
             print(out, object);
             std::string text = out.str();
             if (text.size() > ValueWriter::kCapacity) text.replace(ValueWriter::kCapacity, std::string::npos, "...");
-            ThreadState::of(arena).add_value(name, std::move(text));
+            add_value(ThreadState::of(arena), name, std::move(text));
         } catch (...) {  // out of memory, or the user's operator<< threw: the value is lost
         }
+    }
+    void add_value(ThreadState& state, const char* name, std::string text) {
+        if (state.resumption != nullptr) handoffs_.co_value(state, name, text);
+        state.add_value(name, std::move(text));
     }
 
     const SiteInfo* dynamic_site(Arena& arena, Site& origin_site, const char* name, std::size_t size) noexcept override {
@@ -496,7 +500,9 @@ private:
             auto frame = std::make_unique<Frame>();
             const char here = 0;  // the machine frames at or below it are tracetree's (stack.hpp)
             state.fill_frame(*frame, info, state.arena.cur, framed, reinterpret_cast<std::uintptr_t>(&here));
+            const bool values = frame->watch;
             scope.frame = frame.release();
+            if (values) handoffs_.watch_values(state, scope);
         } catch (...) {  // out of memory: not watched
         }
     }
@@ -505,6 +511,7 @@ private:
         const std::unique_ptr<Frame> frame(static_cast<Frame*>(scope.frame));
         std::uint64_t elapsed = 0;
         if (scope.trace != nullptr) handoffs_.untrace(state, scope);
+        if (frame && frame->watch) handoffs_.unwatch_values(state, scope);
         if (handoffs_.leave_suspendable(state, scope, elapsed) && frame)
             deliver_frame(state, *frame, elapsed, *state.arena.uncaught > scope.uncaught);
         release(scope.trace);  // last: it may deliver the trace

@@ -127,6 +127,7 @@ public:
     std::vector<std::pair<std::string, std::string>> annotations;
     std::uint32_t timeline_depth = 0;
     CoroutineState* coroutine = nullptr;  // the coroutine a Resumed runs here now (coroutine.hpp)
+    Resumption* resumption = nullptr;  // the Resumed's own state, while it runs here
     // Where its code runs: its place, or its innermost co-scope open here. A co-scope opened anywhere
     // else (inside a plain scope: a coroutine resumed from there without a Resumed) starts no trace,
     // whose capture would stay on top of that scope's when it suspends.
@@ -479,6 +480,7 @@ public:
             unwind_stack(boundary, frame.pcs);
         }
     }
+    std::uint32_t frame_depth() const noexcept { return frame_depth_; }
     Frame& pop_frame() noexcept {
         Frame& frame = frames_[--frame_depth_];
         arena.values = frame.outer_values;
