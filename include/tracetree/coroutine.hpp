@@ -25,7 +25,7 @@
 // coroutine's resumptions from it on, on whichever thread, and delivers one tree once it and the work
 // handed off from it have ended; stack, watch and monitor sessions get its end, with its wall time
 // (watch: with the TRACETREE_WATCH values said directly in it, in any resumption, for one watched
-// co-scope of a coroutine at a time). A trace starts only where the Resumed's coroutine runs its own code
+// co-scope per place at a time). A trace starts only where the Resumed's coroutine runs its own code
 // (at its place or in its co-scopes, not inside a plain scope: a task resumed from there without a
 // Resumed of its own records its co-scope untraced). A plain TRACETREE_SCOPE open across a co_await
 // is not supported: it would end on another thread's tree. A co-scope that ends outside its coroutine's

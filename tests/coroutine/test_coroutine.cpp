@@ -496,6 +496,54 @@ TEST_CASE("watch on a co-scope: the values said directly in it, from every resum
     CHECK(inside[0].values == Values{{"inner", "1"}});
 }
 
+TEST_CASE("watch on a co-scope that ends outside its coroutine: its place keeps the frame, later values go nowhere") {
+    static tracetree::detail::Site site{"abandoned", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::WatchSession watch(tracetree::WatchRequest("abandoned").limit(2));
+    {
+        tracetree::Coroutine place;
+        std::optional<tracetree::detail::CoScope> open;
+        {
+            tracetree::Resumed on(place);
+            open.emplace(site);
+            TRACETREE_WATCH("before", 1);
+        }
+        std::thread([&] { open.reset(); }).join();  // a frame destroyed elsewhere: a dropped call
+        {
+            tracetree::Resumed on(place);  // still enters the co-scope's node, as its place lists it
+            TRACETREE_WATCH("after", 2);   // (ASan: no write to a frame that is gone)
+        }
+    }  // the place goes, and with it the frame it kept
+    CHECK(watch.collect(0s).empty());
+}
+
+TEST_CASE("watch on co-scopes of one site from two chains of one place: the watched one keeps its level") {
+    static tracetree::detail::Site site{"shared-site", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::Coroutine shared;  // two chains resumed at one place (Asio's awaitable operators)
+    std::optional<tracetree::detail::CoScope> first, second;
+    {
+        tracetree::Resumed on(shared);
+        first.emplace(site);  // before the session: not watched
+    }
+    tracetree::WatchSession watch(tracetree::WatchRequest("shared-site").limit(2));
+    {
+        tracetree::Resumed on(shared);
+        second.emplace(site);  // watched, above the first
+        TRACETREE_WATCH("second", 0);
+    }
+    {
+        tracetree::Resumed on(shared);
+        first.reset();  // ends first: its own entry goes, not the watched one's
+    }
+    {
+        tracetree::Resumed on(shared);
+        TRACETREE_WATCH("second", 1);
+        second.reset();
+    }
+    const auto watched = watch.collect(0s);  // the first opened before the session: not its call
+    REQUIRE(watched.size() == 1);
+    CHECK(watched[0].values == std::vector<std::pair<std::string, std::string>>{{"second", "0"}, {"second", "1"}});
+}
+
 TEST_CASE("a coroutine resumed inside the traced scope it was spawned in records at its place: no call left running") {
     FakeClock clock;
     tracetree::TraceSession trace(tracetree::TraceRequest("server-loop"));

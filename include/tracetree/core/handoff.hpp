@@ -72,21 +72,23 @@ struct Continuation {
     bool spends = false;       // a Continue (not a resumption): its end spends the Here
 };
 
-// A coroutine's resumption (Resumed): which coroutine, the one it was resumed inside, and what must be
-// as it was for the arena to be put back (a plain scope left open across a suspension leaves it otherwise).
 // Where a resumption sends the TRACETREE_WATCH values said directly in a watched co-scope's node: the
-// runtime's frame of it, the place whose lock guards that frame, and how many of the thread's own
-// frames are below it (a plain watched scope opened inside comes first). With the watch wish it
-// replaced (the arena's kValuesOfNode bit and value node), given back when the co-scope ends or the
-// resumption suspends.
+// runtime's frame of it and its number in the place whose lock guards that frame (a frame is written
+// only while the place still holds it as that number), and how many of the thread's own frames are
+// below it (a plain watched scope opened inside comes first). With the watch wish it replaced (the
+// arena's kValuesOfNode bit and value node), given back when the co-scope ends or the resumption
+// suspends.
 struct ValueRoute {
     void* frame = nullptr;  // null: none; the others are read only when it is set
     CoroutineState* place;
+    std::uint32_t serial;
     std::uint32_t frames_below;
     std::uint8_t node_values;
     const NodeRecord* value_node;
 };
 
+// A coroutine's resumption (Resumed): which coroutine, the one it was resumed inside, and what must be
+// as it was for the arena to be put back (a plain scope left open across a suspension leaves it otherwise).
 struct Resumption : Continuation {
     CoroutineState* coroutine = nullptr;
     CoroutineState* outer = nullptr;
@@ -115,9 +117,13 @@ struct CoroutineState {
     GatherRef* traced = nullptr;
     std::uint32_t traced_level = 0;
     // The runtime's frame of one of its co-scopes (open_sites[watched_level]) that a watch session
-    // wants TRACETREE_WATCH values of: each resumption sends there the values said directly in it.
+    // wants TRACETREE_WATCH values of: each resumption sends there the values said directly in it. The
+    // place holds a reference to it until that co-scope ends in its coroutine, or until the place goes
+    // (a co-scope that ended elsewhere could not give it back). Numbered: a frame made later at the
+    // same address is not taken for it.
     void* watched = nullptr;
     std::uint32_t watched_level = 0;
+    std::uint32_t watched_serial = 0;
     ~CoroutineState();
 };
 
@@ -130,6 +136,7 @@ struct SuspendableScope {
     bool fake_clock = false;
     GatherRef* trace = nullptr;  // the trace it started (a reference, given back at its end)
     void* frame = nullptr;       // the runtime's: what its stack, watch and monitor sessions want at its end
+    std::uint32_t watched = 0;   // its number as its place's watched co-scope; 0: not that
 };
 
 inline void retain(GatherRef* gather) noexcept {
@@ -141,7 +148,10 @@ inline void release(GatherRef* gather) noexcept {
 
 // A place destroyed while one of its co-scopes was traced (a frame destroyed elsewhere): the trace
 // no longer waits for it.
-inline CoroutineState::~CoroutineState() { release(traced); }
+inline CoroutineState::~CoroutineState() {
+    release(traced);
+    if (watched != nullptr) find_recorder()->let_go_frame(watched);
+}
 
 inline void retain(HandoffRecord* record) noexcept {
     if (record != nullptr) record->refs.fetch_add(1, std::memory_order_relaxed);

@@ -421,6 +421,7 @@ public:
     virtual void leave_suspendable(Arena& arena, const SuspendableScope& scope) noexcept = 0;
     virtual bool resume(Arena& arena, const HandoffPath& origin, CoroutineState& coroutine, Resumption& saved) noexcept = 0;
     virtual void suspend(Resumption& saved) noexcept = 0;
+    virtual void let_go_frame(void* frame) noexcept = 0;  // a place's reference to a watched co-scope's frame
 
 protected:
     ~Recorder() = default;  // never destroyed: threads may record until the process ends

@@ -291,7 +291,7 @@ public:
         Gather* traced = nullptr;  // a reference of this call's while it is used
         std::uint32_t traced_level = 0;
         void* watched = nullptr;
-        std::uint32_t watched_level = 0;
+        std::uint32_t watched_level = 0, watched_serial = 0;
         {
             PlaceLock lock = locked(coroutine);
             saved.number = ++coroutine.resumptions;
@@ -309,6 +309,7 @@ public:
                 retain(traced);
                 watched = coroutine.watched;
                 watched_level = coroutine.watched_level;
+                watched_serial = coroutine.watched_serial;
             }
         }
         if (saved.number == 1) {
@@ -321,7 +322,7 @@ public:
             // The traced co-scope and what is below it go to its trace, in a capture of this resumption.
             if (traced != nullptr && level == traced_level) start_segment(state, *traced, sites[level], coroutine);
             if (!enter_node(state, sites[level])) break;
-            if (watched != nullptr && level == watched_level) route_values(state, saved, watched, coroutine);
+            if (watched != nullptr && level == watched_level) route_values(state, saved, watched, watched_serial, coroutine);
         }
         state.coroutine_top = arena.cur;
         count_wait(state, suspended_, "[suspended]", since, fake_clock);
@@ -413,6 +414,14 @@ public:
                 coroutine.traced = scope.trace;
                 coroutine.traced_level = coroutine.open;
             }
+            // A frame set before entering wants values (runtime.hpp, enter_watched): one at a time.
+            if (scope.frame != nullptr && coroutine.watched == nullptr) {
+                static_cast<CoScopeFrame*>(scope.frame)->refs.fetch_add(1, std::memory_order_relaxed);
+                coroutine.watched = scope.frame;
+                coroutine.watched_level = coroutine.open;
+                if (++coroutine.watched_serial == 0) ++coroutine.watched_serial;
+                scope.watched = coroutine.watched_serial;
+            }
             if (coroutine.open < HandoffPath::kMaxDepth) coroutine.open_sites[coroutine.open] = info;
             ++coroutine.open;
             scope.coroutine = &coroutine;
@@ -441,7 +450,11 @@ public:
                 --coroutine.open;
             } else {
                 std::uint32_t at = coroutine.open;
-                while (at != 0 && coroutine.open_sites[at - 1] != scope.entered) --at;
+                // Not the watched one's entry unless it is this: its level must stay its own.
+                const auto other_watched = [&](std::uint32_t level) {
+                    return coroutine.watched != nullptr && level == coroutine.watched_level && coroutine.watched_serial != scope.watched;
+                };
+                while (at != 0 && (coroutine.open_sites[at - 1] != scope.entered || other_watched(at - 1))) --at;
                 if (at != 0) {
                     std::copy(coroutine.open_sites + at, coroutine.open_sites + coroutine.open, coroutine.open_sites + at - 1);
                     --coroutine.open;
@@ -500,31 +513,34 @@ public:
     }
 
     // TRACETREE_WATCH values said directly in a co-scope that a watch session wants them of go to its
-    // frame, on whichever thread its coroutine runs: routed where it opens and in each resumption that
-    // enters it, given back when it ends or the resumption suspends. One such co-scope per place.
-    TRACETREE_DETAIL_COLD void watch_values(ThreadState& state, const SuspendableScope& scope) noexcept {
-        bool first = false;
+    // frame, on whichever thread its coroutine runs: routed where it opens (once enter_suspendable()
+    // made it its place's watched one) and in each resumption that enters it, given back when it ends
+    // or the resumption suspends. One such co-scope per place.
+    TRACETREE_DETAIL_COLD void route_opened(ThreadState& state, const SuspendableScope& scope) noexcept {
+        if (scope.watched != 0 && state.resumption != nullptr)
+            route_values(state, *state.resumption, scope.frame, scope.watched, *scope.coroutine);
+    }
+    // Its end, before it is left (its frame is delivered after): its place lets its frame go and no
+    // resumption sends values to it now. False when it ended outside its coroutine, whose place is
+    // not to be touched: the place then keeps its reference until it goes.
+    TRACETREE_DETAIL_COLD bool unwatch_values(ThreadState& state, const SuspendableScope& scope) noexcept {
+        if (scope.coroutine != state.coroutine) return false;
+        bool held = false;
         {
             PlaceLock lock = locked(*scope.coroutine);
-            if (scope.coroutine->watched == nullptr) {
-                scope.coroutine->watched = scope.frame;
-                scope.coroutine->watched_level = scope.coroutine->open - 1;
-                first = true;
+            if (scope.coroutine->watched == scope.frame && scope.coroutine->watched_serial == scope.watched) {
+                scope.coroutine->watched = nullptr;
+                held = true;
             }
         }
-        if (first && state.resumption != nullptr) route_values(state, *state.resumption, scope.frame, *scope.coroutine);
-    }
-    // Its end, before it is left (its frame is delivered after): no resumption sends values to it now.
-    TRACETREE_DETAIL_COLD void unwatch_values(ThreadState& state, const SuspendableScope& scope) noexcept {
-        if (scope.coroutine != state.coroutine) return;  // not its coroutine's to touch
-        {
-            PlaceLock lock = locked(*scope.coroutine);
-            if (scope.coroutine->watched == scope.frame) scope.coroutine->watched = nullptr;
-        }
+        if (held) release_frame(static_cast<CoScopeFrame*>(scope.frame));  // the co-scope's own reference is left
         if (state.resumption != nullptr && state.resumption->route.frame == scope.frame) unroute_values(state, *state.resumption);
+        return true;
     }
-    // A value said here while a watched co-scope's node is the innermost one: to its frame, unless it
-    // ended meanwhile on another thread (a resumption that started there before this one was over).
+    // A value said here while a watched co-scope's node is the innermost one: to its frame, while its
+    // place holds it (not if it ended meanwhile on another thread, in a resumption that started there
+    // before this one was over). Built outside the lock; the frame's room is reserved (no allocation
+    // under a lock that fork() does not take).
     TRACETREE_DETAIL_COLD void co_value(ThreadState& state, const char* name, const std::string& text) {
         if (state.resumption == nullptr) return;
         const ValueRoute& route = state.resumption->route;
@@ -532,9 +548,12 @@ public:
         if (route.frame == nullptr || state.frame_depth() != route.frames_below || (arena.values & kValuesOfNode) == 0 ||
             arena.value_node != arena.cur)
             return;
+        std::pair<std::string, std::string> value(name, text);
         PlaceLock lock = locked(*route.place);
-        auto* frame = route.place->watched == route.frame ? static_cast<Frame*>(route.frame) : nullptr;
-        if (frame != nullptr && frame->values.size() < kMaxValuesPerScope) frame->values.emplace_back(name, text);
+        auto* co = route.place->watched == route.frame && route.place->watched_serial == route.serial
+                       ? static_cast<CoScopeFrame*>(route.frame)
+                       : nullptr;
+        if (co != nullptr && co->frame.values.size() < kMaxValuesPerScope) co->frame.values.push_back(std::move(value));
     }
 
     // The last reference to a gathered capture is gone: its trace with the continued work grafted
@@ -552,9 +571,11 @@ public:
 
 private:
     // At the co-scope's node (arena.cur): values said there in this resumption go to `frame`.
-    TRACETREE_DETAIL_COLD static void route_values(ThreadState& state, Resumption& resumption, void* frame, CoroutineState& place) noexcept {
+    TRACETREE_DETAIL_COLD static void route_values(ThreadState& state, Resumption& resumption, void* frame, std::uint32_t serial,
+                                                   CoroutineState& place) noexcept {
+        if (resumption.route.frame != nullptr) unroute_values(state, resumption);  // one that ended elsewhere
         Arena& arena = state.arena;
-        resumption.route = ValueRoute{frame, &place, state.frame_depth(), static_cast<std::uint8_t>(arena.values & kValuesOfNode),
+        resumption.route = ValueRoute{frame, &place, serial, state.frame_depth(), static_cast<std::uint8_t>(arena.values & kValuesOfNode),
                                       arena.value_node};
         arena.values |= kValuesOfNode;
         arena.value_node = arena.cur;

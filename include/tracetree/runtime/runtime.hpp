@@ -495,27 +495,42 @@ private:
         const std::uint32_t framed = watching(state, info, epoch, captured);
         // Traced only where its coroutine's own code runs (ThreadState::coroutine_top).
         if (captured != 0 && state.arena.cur == state.coroutine_top) handoffs_.trace_suspendable(state, scope);
-        if (!handoffs_.enter_suspendable(state, info, scope) || framed == 0) return;
-        try {
-            auto frame = std::make_unique<Frame>();
-            const char here = 0;  // the machine frames at or below it are tracetree's (stack.hpp)
-            state.fill_frame(*frame, info, state.arena.cur, framed, reinterpret_cast<std::uintptr_t>(&here));
-            const bool values = frame->watch;
-            scope.frame = frame.release();
-            if (values) handoffs_.watch_values(state, scope);
-        } catch (...) {  // out of memory: not watched
+        std::unique_ptr<CoScopeFrame> co;
+        if (framed != 0) {
+            try {  // made before entering when it wants values: entering makes it its place's watched one
+                co = std::make_unique<CoScopeFrame>();
+                if (state.watches(framed)) {
+                    co->frame.values.reserve(kMaxValuesPerScope);
+                    scope.frame = co.get();
+                }
+            } catch (...) {  // out of memory: not watched
+                co.reset();
+            }
         }
+        if (!handoffs_.enter_suspendable(state, info, scope) || !co) {  // not entered: no place holds it
+            scope.frame = nullptr;
+            return;
+        }
+        try {
+            const char here = 0;  // the machine frames at or below it are tracetree's (stack.hpp)
+            state.fill_frame(co->frame, info, state.arena.cur, framed, reinterpret_cast<std::uintptr_t>(&here));
+        } catch (...) {  // out of memory: its end is delivered without the callers
+        }
+        scope.frame = co.release();
+        handoffs_.route_opened(state, scope);
     }
 
     TRACETREE_DETAIL_COLD void leave_watched(ThreadState& state, const SuspendableScope& scope) noexcept {
-        const std::unique_ptr<Frame> frame(static_cast<Frame*>(scope.frame));
+        auto* co = static_cast<CoScopeFrame*>(scope.frame);
         std::uint64_t elapsed = 0;
         if (scope.trace != nullptr) handoffs_.untrace(state, scope);
-        if (frame && frame->watch) handoffs_.unwatch_values(state, scope);
-        if (handoffs_.leave_suspendable(state, scope, elapsed) && frame)
-            deliver_frame(state, *frame, elapsed, *state.arena.uncaught > scope.uncaught);
+        if (scope.watched != 0) handoffs_.unwatch_values(state, scope);  // if not, its place keeps the frame too
+        if (handoffs_.leave_suspendable(state, scope, elapsed) && co != nullptr)
+            deliver_frame(state, co->frame, elapsed, *state.arena.uncaught > scope.uncaught);
+        release_frame(co);
         release(scope.trace);  // last: it may deliver the trace
     }
+    void let_go_frame(void* frame) noexcept override { release_frame(static_cast<CoScopeFrame*>(frame)); }
 
     // The sessions of this epoch watching `info` on this thread: in `captured` the traces that start a
     // capture of it (its slot prepared; an invocation nested in one a trace already captures is part of

@@ -67,6 +67,16 @@ struct Frame {
     bool chain_wanted = false;
 };
 
+// A co-scope's frame (runtime.hpp, enter_watched): the co-scope's, and its place's while it is the
+// place's watched one; either may outlive the other, the last reference deletes it.
+struct CoScopeFrame {
+    Frame frame;
+    std::atomic<std::uint32_t> refs{1};
+};
+inline void release_frame(CoScopeFrame* co) noexcept {
+    if (co != nullptr && co->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete co;
+}
+
 struct RawSpan {
     const SiteInfo* site;
     std::uint64_t start, end;
@@ -481,6 +491,12 @@ public:
         }
     }
     std::uint32_t frame_depth() const noexcept { return frame_depth_; }
+    // Whether a watch session is among this epoch's sessions of `mask` (current_sessions()).
+    bool watches(std::uint32_t mask) const noexcept {
+        for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1)
+            if (sessions_[__builtin_ctz(rest)]->kind == SessionKind::watch) return true;
+        return false;
+    }
     Frame& pop_frame() noexcept {
         Frame& frame = frames_[--frame_depth_];
         arena.values = frame.outer_values;
