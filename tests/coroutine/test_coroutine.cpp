@@ -544,6 +544,36 @@ TEST_CASE("watch on co-scopes of one site from two chains of one place: the watc
     CHECK(watched[0].values == std::vector<std::pair<std::string, std::string>>{{"second", "0"}, {"second", "1"}});
 }
 
+TEST_CASE("a trace of co-scopes of one site from two chains of one place: the traced one keeps its level") {
+    static tracetree::detail::Site site{"shared-traced", __FILE__, __LINE__, tracetree::detail::SiteKind::scope};
+    tracetree::Coroutine shared;  // two chains resumed at one place (Asio's awaitable operators)
+    std::optional<tracetree::detail::CoScope> first, second;
+    {
+        tracetree::Resumed on(shared);
+        first.emplace(site);  // before the session: not traced
+    }
+    tracetree::TraceSession trace(tracetree::TraceRequest("shared-traced"));
+    {
+        tracetree::Resumed on(shared);
+        second.emplace(site);  // traced, above the first
+    }
+    {
+        tracetree::Resumed on(shared);
+        first.reset();  // ends first: its own entry goes, not the traced one's
+    }
+    {
+        tracetree::Resumed on(shared);
+        {
+            TRACETREE_SCOPE("later-step");  // recorded into the trace from the traced co-scope's level on
+        }
+        second.reset();
+    }
+    const auto one = trace.next(0s);
+    REQUIRE(one);
+    CHECK(one->root.name == "shared-traced");
+    CHECK(child_at(one->root, "later-step").count == 1);
+}
+
 TEST_CASE("a coroutine resumed inside the traced scope it was spawned in records at its place: no call left running") {
     FakeClock clock;
     tracetree::TraceSession trace(tracetree::TraceRequest("server-loop"));

@@ -450,11 +450,12 @@ public:
                 --coroutine.open;
             } else {
                 std::uint32_t at = coroutine.open;
-                // Not the watched one's entry unless it is this: its level must stay its own.
-                const auto other_watched = [&](std::uint32_t level) {
-                    return coroutine.watched != nullptr && level == coroutine.watched_level && coroutine.watched_serial != scope.watched;
+                // Not the traced or watched one's entry unless it is this: their levels must stay theirs.
+                const auto others = [&](std::uint32_t level) {
+                    return (coroutine.traced != nullptr && level == coroutine.traced_level && coroutine.traced != scope.trace) ||
+                           (coroutine.watched != nullptr && level == coroutine.watched_level && coroutine.watched_serial != scope.watched);
                 };
-                while (at != 0 && (coroutine.open_sites[at - 1] != scope.entered || other_watched(at - 1))) --at;
+                while (at != 0 && (coroutine.open_sites[at - 1] != scope.entered || others(at - 1))) --at;
                 if (at != 0) {
                     std::copy(coroutine.open_sites + at, coroutine.open_sites + coroutine.open, coroutine.open_sites + at - 1);
                     --coroutine.open;
