@@ -5,8 +5,6 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 using namespace test;
@@ -171,20 +169,13 @@ TEST_CASE("fork() while another thread holds the registry: the child keeps recor
 TEST_CASE("the start lock: a child forked while another thread starts takes it over; a thread of the same process waits") {
     using tracetree::detail::StartLock;
     std::atomic<pid_t> word{0};
-    std::mutex mutex;
-    std::condition_variable changed;
-    bool held = false, let_go = false;
+    Latch held(1), let_go(1);
     std::thread starter([&] {
         const StartLock lock(word);
-        std::unique_lock<std::mutex> guard(mutex);
-        held = true;
-        changed.notify_all();
-        changed.wait(guard, [&] { return let_go; });
+        held.count_down();
+        let_go.wait();
     });
-    {
-        std::unique_lock<std::mutex> guard(mutex);
-        changed.wait(guard, [&] { return held; });
-    }
+    held.wait();
     REQUIRE(word.load() == getpid());
     // The other thread waits on a condition variable: no allocator lock is held (fork_child.hpp), so
     // this runs under ASan too.
@@ -204,11 +195,7 @@ TEST_CASE("the start lock: a child forked while another thread starts takes it o
         after_release = released.load();
     });
     released = true;
-    {
-        std::lock_guard<std::mutex> guard(mutex);
-        let_go = true;
-    }
-    changed.notify_all();
+    let_go.count_down();
     starter.join();
     second.join();
     CHECK(after_release.load());

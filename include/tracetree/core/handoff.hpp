@@ -73,14 +73,13 @@ struct Continuation {
 };
 
 // Where a resumption sends the TRACETREE_WATCH values said directly in a watched co-scope's node: the
-// runtime's frame of it and its number in the place whose lock guards that frame (a frame is written
-// only while the place still holds it as that number), and how many of the thread's own frames are
-// below it (a plain watched scope opened inside comes first). With the watch wish it replaced (the
+// runtime's frame of it and its number in the resumption's place, whose lock guards that frame (a
+// frame is written only while the place still holds it as that number), and how many of the thread's
+// own frames are below it (a plain watched scope opened inside comes first). With the watch wish it replaced (the
 // arena's kValuesOfNode bit and value node), given back when the co-scope ends or the resumption
 // suspends.
 struct ValueRoute {
     void* frame = nullptr;  // null: none; the others are read only when it is set
-    CoroutineState* place;
     std::uint32_t serial;
     std::uint32_t frames_below;
     std::uint8_t node_values;

@@ -322,7 +322,7 @@ public:
             // The traced co-scope and what is below it go to its trace, in a capture of this resumption.
             if (traced != nullptr && level == traced_level) start_segment(state, *traced, sites[level], coroutine);
             if (!enter_node(state, sites[level])) break;
-            if (watched != nullptr && level == watched_level) route_values(state, saved, watched, watched_serial, coroutine);
+            if (watched != nullptr && level == watched_level) route_values(state, saved, watched, watched_serial);
         }
         state.coroutine_top = arena.cur;
         count_wait(state, suspended_, "[suspended]", since, fake_clock);
@@ -519,13 +519,13 @@ public:
     // or the resumption suspends. One such co-scope per place.
     TRACETREE_DETAIL_COLD void route_opened(ThreadState& state, const SuspendableScope& scope) noexcept {
         if (scope.watched != 0 && state.resumption != nullptr)
-            route_values(state, *state.resumption, scope.frame, scope.watched, *scope.coroutine);
+            route_values(state, *state.resumption, scope.frame, scope.watched);
     }
     // Its end, before it is left (its frame is delivered after): its place lets its frame go and no
-    // resumption sends values to it now. False when it ended outside its coroutine, whose place is
-    // not to be touched: the place then keeps its reference until it goes.
-    TRACETREE_DETAIL_COLD bool unwatch_values(ThreadState& state, const SuspendableScope& scope) noexcept {
-        if (scope.coroutine != state.coroutine) return false;
+    // resumption sends values to it now. Not when it ended outside its coroutine, whose place is not
+    // to be touched: the place then keeps its reference until it goes.
+    TRACETREE_DETAIL_COLD void unwatch_values(ThreadState& state, const SuspendableScope& scope) noexcept {
+        if (scope.coroutine != state.coroutine) return;
         bool held = false;
         {
             PlaceLock lock = locked(*scope.coroutine);
@@ -536,7 +536,6 @@ public:
         }
         if (held) release_frame(static_cast<CoScopeFrame*>(scope.frame));  // the co-scope's own reference is left
         if (state.resumption != nullptr && state.resumption->route.frame == scope.frame) unroute_values(state, *state.resumption);
-        return true;
     }
     // A value said here while a watched co-scope's node is the innermost one: to its frame, while its
     // place holds it (not if it ended meanwhile on another thread, in a resumption that started there
@@ -550,8 +549,9 @@ public:
             arena.value_node != arena.cur)
             return;
         std::pair<std::string, std::string> value(name, text);
-        PlaceLock lock = locked(*route.place);
-        auto* co = route.place->watched == route.frame && route.place->watched_serial == route.serial
+        CoroutineState& place = *state.resumption->coroutine;
+        PlaceLock lock = locked(place);
+        auto* co = place.watched == route.frame && place.watched_serial == route.serial
                        ? static_cast<CoScopeFrame*>(route.frame)
                        : nullptr;
         if (co != nullptr && co->frame.values.size() < kMaxValuesPerScope) co->frame.values.push_back(std::move(value));
@@ -572,11 +572,10 @@ public:
 
 private:
     // At the co-scope's node (arena.cur): values said there in this resumption go to `frame`.
-    TRACETREE_DETAIL_COLD static void route_values(ThreadState& state, Resumption& resumption, void* frame, std::uint32_t serial,
-                                                   CoroutineState& place) noexcept {
+    TRACETREE_DETAIL_COLD static void route_values(ThreadState& state, Resumption& resumption, void* frame, std::uint32_t serial) noexcept {
         if (resumption.route.frame != nullptr) unroute_values(state, resumption);  // one that ended elsewhere
         Arena& arena = state.arena;
-        resumption.route = ValueRoute{frame, &place, serial, state.frame_depth(), static_cast<std::uint8_t>(arena.values & kValuesOfNode),
+        resumption.route = ValueRoute{frame, serial, state.frame_depth(), static_cast<std::uint8_t>(arena.values & kValuesOfNode),
                                       arena.value_node};
         arena.values |= kValuesOfNode;
         arena.value_node = arena.cur;

@@ -514,7 +514,8 @@ private:
         try {
             const char here = 0;  // the machine frames at or below it are tracetree's (stack.hpp)
             state.fill_frame(co->frame, info, state.arena.cur, framed, reinterpret_cast<std::uintptr_t>(&here));
-        } catch (...) {  // out of memory: its end is delivered without the callers
+        } catch (...) {  // out of memory: its end goes to no session (its place may hold the frame already)
+            co->frame.sessions.clear();
         }
         scope.frame = co.release();
         handoffs_.route_opened(state, scope);
