@@ -350,7 +350,12 @@ TEST_CASE("fork while another thread starts sessions that a listener is told of:
     tracetree::detail::runtime().listen(slow_listener, nullptr);
     std::atomic<bool> stop{false};
     std::thread sessions([&] {
-        while (!stop.load()) tracetree::TraceSession session(tracetree::TraceRequest("busy-*"));
+        while (!stop.load()) {
+            tracetree::TraceSession session(tracetree::TraceRequest("busy-*"));
+            // A fork's handlers wait for the lock too: without a pause this loop takes it back each
+            // time first, and each fork waited half a second.
+            std::this_thread::yield();
+        }
     });
     while (told.load() < 2) {  // the sessions thread is telling the listener
     }

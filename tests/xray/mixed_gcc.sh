@@ -8,7 +8,7 @@ root=$1 gxx=$2 clangxx=$3
 here=$root/tests/xray
 work=$(mktemp -d "${TMPDIR:-/tmp}/tracetree-xray-mixed-XXXXXX")
 trap 'rm -rf "$work"' EXIT
-flags=(-std=c++17 -O2 -I"$root/include" -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wold-style-cast -Wundef -Werror)
+flags=(-std=c++17 -O0 -I"$root/include" -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wold-style-cast -Wundef -Werror)
 runtime=$("$clangxx" -print-runtime-dir)/libclang_rt.xray-x86_64.a
 # 77: meson reports SKIP, with this reason in the log
 [ -f "$runtime" ] || { echo "skipped: no XRay runtime at $runtime: apt-get install libclang-rt-14-dev"; exit 77; }
