@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
@@ -24,9 +25,38 @@ inline Nanos to_nanos(std::uint64_t tick_count, double ratio) noexcept {
     return ns >= 9.2e18 ? Nanos::max() : Nanos(static_cast<std::int64_t>(ns));
 }
 
+// A tick and the steady clock's nanoseconds of one moment: the tick read between two clock reads that
+// lie close together. Read beside a single clock read, a tick took whatever fell between the two (a
+// preemption, or the clock's first call binding its symbol) for time that did not pass: against such
+// an anchor, traces in a program's first 0.1 s read 7% short, and 5 times short after a preemption.
+struct TickAndNanos {
+    std::uint64_t tick = 0;
+    std::int64_t ns = 0;     // the middle of the two clock reads
+    std::int64_t error = 0;  // half their distance: how far `ns` may lie from the tick's moment
+};
+template <class TickReader, class NanosReader>
+TickAndNanos read_together(TickReader read_tick, NanosReader read_ns) noexcept {
+    TickAndNanos best;
+    best.error = std::numeric_limits<std::int64_t>::max();
+    for (int attempt = 0; attempt < 8 && best.error > 250; ++attempt) {
+        const std::int64_t before = read_ns();
+        const std::uint64_t tick = read_tick();
+        const std::int64_t error = (read_ns() - before + 1) / 2;
+        if (error < best.error) best = TickAndNanos{tick, before + error, error};
+    }
+    return best;
+}
+// Whether the ticks between two readings give a ratio sharp enough: over 1 ms at least, and over a
+// thousand times the readings' errors (within 0.1%), waited for until 10 ms have passed.
+inline bool sharp_enough(const TickAndNanos& anchor, const TickAndNanos& now) noexcept {
+    const std::int64_t window = now.ns - anchor.ns;
+    if (now.tick <= anchor.tick || window < 1000000) return false;
+    return window >= 10000000 || window / 1000 >= anchor.error + now.error;
+}
+
 class Clock {
 public:
-    Clock() : anchor_tick_(ticks()), anchor_ns_(steady_ns()) {}
+    Clock() : anchor_(read_together(ticks, steady_ns)) {}
 
     // Measured between the anchor and now, so it sharpens as the process runs; remeasured at most every
     // 2^28 ticks (about 0.1 s), which keeps a clock read off every capture's end.
@@ -39,13 +69,12 @@ public:
         const std::uint64_t now_tick = ticks();
         if (now_tick - ratio_tick_.load(std::memory_order_relaxed) < (std::uint64_t{1} << 28))
             return ratio_.load(std::memory_order_relaxed);
-        for (;;) {  // a window under 1 ms would make the ratio coarse: that only happens right at start-up
-            const std::uint64_t tick = ticks();
-            const std::int64_t ns = steady_ns();
-            if (ns - anchor_ns_ >= 1000000 && tick > anchor_tick_) {
-                const double ratio = static_cast<double>(ns - anchor_ns_) / static_cast<double>(tick - anchor_tick_);
+        for (;;) {  // a window too short would make the ratio coarse: that only happens right at start-up
+            const TickAndNanos now = read_together(ticks, steady_ns);
+            if (sharp_enough(anchor_, now)) {
+                const double ratio = static_cast<double>(now.ns - anchor_.ns) / static_cast<double>(now.tick - anchor_.tick);
                 ratio_.store(ratio, std::memory_order_relaxed);
-                ratio_tick_.store(tick, std::memory_order_relaxed);
+                ratio_tick_.store(now.tick, std::memory_order_relaxed);
                 return ratio;
             }
         }
@@ -67,13 +96,12 @@ public:
     bool is_test(std::memory_order order = std::memory_order_seq_cst) const noexcept { return test_.load(order) != nullptr; }
 
     // The tick a timeline counts from: the anchor; with the test clock, its own zero.
-    std::uint64_t origin_tick() const noexcept { return is_test() ? 0 : anchor_tick_; }
+    std::uint64_t origin_tick() const noexcept { return is_test() ? 0 : anchor_.tick; }
     // Nanoseconds since the anchor, on the steady clock.
-    Nanos since_anchor() const noexcept { return Nanos(steady_ns() - anchor_ns_); }
+    Nanos since_anchor() const noexcept { return Nanos(steady_ns() - anchor_.ns); }
 
 private:
-    const std::uint64_t anchor_tick_;  // ticks become nanoseconds against this, at snapshot time
-    const std::int64_t anchor_ns_;
+    const TickAndNanos anchor_;  // ticks become nanoseconds against this, at snapshot time
     mutable std::atomic<double> ratio_{1.0};  // ns_per_tick(), as last measured
     mutable std::atomic<std::uint64_t> ratio_tick_{0};
     std::atomic<ClockFunction> test_{nullptr};
