@@ -158,6 +158,15 @@ TEST_CASE("trace: Arthas text, JSON and a page, n invocations or the timeout") {
     const AdminResponse timed_out = handler.handle(get("/trace?pattern=no_such_function&timeout=0.05&cost=2.5"));
     CHECK(timed_out.status == 200);
     CHECK(contains(timed_out.body, "Timed out after 0.05 s: 0 of 1 invocation(s) of 'no_such_function' costing at least 2.5 ms."));
+    // A misspelt name waited for nothing: the answer says so, with the names it was likely meant as. A
+    // name that ran, though not slowly enough, gets no such line.
+    CHECK(contains(timed_out.body, "\nNo scope run so far matches 'no_such_function'; closest: "));
+    const AdminResponse misspelt = handler.handle(get("/trace?pattern=admin_work::wrok&timeout=0.05"));
+    CHECK(contains(misspelt.body, "\nNo scope run so far matches 'admin_work::wrok'; closest: admin_work::work"));
+    CHECK_FALSE(contains(handler.handle(get("/trace?pattern=admin_work::work&timeout=0.05&cost=60000")).body, "No scope run"));
+    CHECK(contains(handler.handle(get("/monitor?pattern=admin_work::wrok&interval=0.5&n=1")).body,
+                   "No scope run so far matches 'admin_work::wrok'; closest: "));
+    CHECK_FALSE(contains(handler.handle(get("/stack?pattern=leaf&timeout=0.05&cost=60000")).body, "No scope run"));
     const AdminResponse page = handler.handle(get("/trace?pattern=%3Cscript%3E&timeout=0.01&format=html"));
     CHECK(page.content_type == "text/html; charset=utf-8");
     CHECK(contains(page.body, "&lt;script&gt;"));

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -678,11 +679,32 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b) {
     return row[b.size()];
 }
 
+// The names a pattern was likely meant as, for a message: "; closest: a, b, c" or nothing. Patterns
+// match a name or its end after a "::" ("DBImpl::Write" matches leveldb::DBImpl::Write): the
+// distance is to the closest of those.
+inline std::string closest_names(const std::string& text, std::initializer_list<const std::vector<std::string>*> lists) {
+    std::vector<std::pair<std::size_t, std::string>> closest;
+    for (const std::vector<std::string>* names : lists)
+        for (const std::string& name : *names) {
+            if (name.size() > 4 * text.size() + 64) continue;
+            std::size_t best = edit_distance(text, name);
+            for (std::size_t at = name.find("::"); at != std::string::npos; at = name.find("::", at + 2))
+                best = std::min(best, edit_distance(text, std::string_view(name).substr(at + 2)));
+            closest.emplace_back(best, name);
+        }
+    std::sort(closest.begin(), closest.end());
+    closest.erase(std::unique(closest.begin(), closest.end()), closest.end());
+    std::string message;
+    for (std::size_t i = 0; i < closest.size() && i < 3; ++i)
+        message += (i == 0 ? "; closest: " : ", ") + views::plain_text(closest[i].second);
+    return message;
+}
+
 // A session whose pattern matches no function of the program and no scope run so far would wait for
 // its whole timeout for nothing (a misspelt name): answered 404 at once, naming the closest names.
 // Scopes of a library loaded later, and run-time names, are known once they have run. Only in a
 // program with XRay (xray/xray.hpp) for now: elsewhere a pattern of a scope not yet run waits, as
-// the tests that hold a request open with one expect.
+// the tests that hold a request open with one expect, and its answer says so (unmatched_note).
 inline void refuse_unknown(const std::string& text, bool regex) {
     if (!g_xray_in_program.load(std::memory_order_relaxed)) return;
     std::optional<Pattern> pattern;
@@ -695,23 +717,18 @@ inline void refuse_unknown(const std::string& text, bool regex) {
     const std::vector<std::string> seen = scope_names();
     const auto matches = [&](const std::string& name) { return pattern->matches(name); };
     if (std::any_of(program.begin(), program.end(), matches) || std::any_of(seen.begin(), seen.end(), matches)) return;
-    // Patterns match a name or its end after a "::" ("DBImpl::Write" matches leveldb::DBImpl::Write):
-    // the distance is to the closest of those.
-    std::vector<std::pair<std::size_t, std::string>> closest;
-    for (const auto* names : {&program, &seen})
-        for (const std::string& name : *names) {
-            if (name.size() > 4 * text.size() + 64) continue;
-            std::size_t best = edit_distance(text, name);
-            for (std::size_t at = name.find("::"); at != std::string::npos; at = name.find("::", at + 2))
-                best = std::min(best, edit_distance(text, std::string_view(name).substr(at + 2)));
-            closest.emplace_back(best, name);
-        }
-    std::sort(closest.begin(), closest.end());
-    closest.erase(std::unique(closest.begin(), closest.end()), closest.end());
-    std::string message = "pattern '" + views::plain_text(text) + "' matches no function of the program and no scope run so far";
-    for (std::size_t i = 0; i < closest.size() && i < 3; ++i)
-        message += (i == 0 ? "; closest: " : ", ") + views::plain_text(closest[i].second);
-    refuse(404, message);
+    refuse(404, "pattern '" + views::plain_text(text) + "' matches no function of the program and no scope run so far" +
+                    closest_names(text, {&program, &seen}));
+}
+
+// For a call that waited and got nothing: a line saying that no scope run so far matches its pattern,
+// with the names it was likely meant as; nothing when one does (it was not called, or not slowly
+// enough).
+inline std::string unmatched_note(const std::string& text, bool regex) {
+    const std::vector<std::string> seen = scope_names();
+    const Pattern pattern(text, regex ? PatternSyntax::regex : PatternSyntax::glob);  // checked when the session opened
+    if (std::any_of(seen.begin(), seen.end(), [&](const std::string& name) { return pattern.matches(name); })) return "";
+    return "No scope run so far matches '" + views::plain_text(text) + "'" + closest_names(text, {&seen}) + ".\n";
 }
 
 }  // namespace admin
@@ -1154,7 +1171,7 @@ TRACETREE_DETAIL_RUNTIME_API AdminResponse AdminHandler::on_wait(const AdminRequ
         values.rewind(before);
         return false;
     };
-    std::size_t got = 0;
+    std::size_t got = 0, monitor_rows = 0;
     bool cut = false;
     Outcome outcome = Outcome::complete;
 
@@ -1189,6 +1206,7 @@ TRACETREE_DETAIL_RUNTIME_API AdminResponse AdminHandler::on_wait(const AdminRequ
         for (; got < n; ++got) {
             std::optional<MonitorInterval> interval = monitor.next();
             if (!interval || (cut = !add(*interval, got))) break;
+            monitor_rows += interval->rows.size();
         }
         waiter.release();
         outcome = cut ? Outcome::cut : got == n ? Outcome::complete : Outcome::cancelled;
@@ -1219,6 +1237,8 @@ TRACETREE_DETAIL_RUNTIME_API AdminResponse AdminHandler::on_wait(const AdminRequ
     else if (outcome == Outcome::cut)
         body += "Cut at " + std::to_string(options_.max_body) + " bytes (AdminOptions::max_body): " + what +
                 "; the next did not fit.\n";
+    if (is_monitor ? got > 0 && monitor_rows == 0 : got == 0 && outcome != Outcome::cut)
+        body += detail::admin::unmatched_note(pattern, regex);
     return answer(format, options_.prefix, endpoint + " " + pattern, body, "");
 }
 
