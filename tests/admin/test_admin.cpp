@@ -769,3 +769,15 @@ TEST_CASE("docs/admin.md lists the endpoints as the handler's table has them") {
     INFO(path << "'s endpoint list should read (TRACETREE_UPDATE_GOLDEN=1 rewrites it):\n" << table);
     CHECK(docs.substr(start, end - start) == table);
 }
+
+TEST_CASE("the closest names to a misspelt pattern: three, nearest first, a name once at its nearest") {
+    using tracetree::detail::admin::closest_names;
+    const std::vector<std::string> names = {"shop::servlet", "ns::shop::service", "x", "a::much::longer::name::of::no::use"};
+    // ns::shop::service is 5 edits whole, but 1 after its "::": it comes first; the long name's last
+    // part, "use", is nearer than "x".
+    CHECK(closest_names("shop::servce", {&names}) == "; closest: ns::shop::service, shop::servlet, a::much::longer::name::of::no::use");
+    const std::vector<std::string> none;
+    CHECK(closest_names("shop::servce", {&none}).empty());
+    const std::vector<std::string> more = {"shop::servce2"};
+    CHECK(closest_names("shop::servce", {&names, &more}) == "; closest: ns::shop::service, shop::servce2, shop::servlet");
+}

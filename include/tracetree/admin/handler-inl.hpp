@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -681,22 +680,35 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 // The names a pattern was likely meant as, for a message: "; closest: a, b, c" or nothing. Patterns
 // match a name or its end after a "::" ("DBImpl::Write" matches leveldb::DBImpl::Write): the
-// distance is to the closest of those.
-inline std::string closest_names(const std::string& text, std::initializer_list<const std::vector<std::string>*> lists) {
-    std::vector<std::pair<std::size_t, std::string>> closest;
+// distance is to the closest of those. Three kept; a name whose length alone puts it past the third
+// is not compared (with 10,000 names of 100 characters, comparing each took seconds).
+TRACETREE_DETAIL_RUNTIME_API std::string closest_names(const std::string& text,
+                                                       std::initializer_list<const std::vector<std::string>*> lists) {
+    constexpr std::size_t kShown = 3;
+    std::vector<std::pair<std::size_t, std::string>> closest;  // sorted, at most kShown
+    const auto consider = [&](std::string_view candidate, const std::string& name) {
+        const std::size_t length_gap = candidate.size() > text.size() ? candidate.size() - text.size() : text.size() - candidate.size();
+        if (closest.size() == kShown && length_gap >= closest.back().first) return;
+        const std::size_t distance = edit_distance(text, candidate);
+        if (closest.size() == kShown && distance >= closest.back().first) return;
+        for (auto kept = closest.begin(); kept != closest.end(); ++kept)
+            if (kept->second == name) {  // one name, reached again through a suffix of its own
+                if (kept->first <= distance) return;
+                closest.erase(kept);
+                break;
+            }
+        closest.emplace(std::upper_bound(closest.begin(), closest.end(), std::make_pair(distance, name)), distance, name);
+        if (closest.size() > kShown) closest.pop_back();
+    };
     for (const std::vector<std::string>* names : lists)
         for (const std::string& name : *names) {
             if (name.size() > 4 * text.size() + 64) continue;
-            std::size_t best = edit_distance(text, name);
+            consider(name, name);
             for (std::size_t at = name.find("::"); at != std::string::npos; at = name.find("::", at + 2))
-                best = std::min(best, edit_distance(text, std::string_view(name).substr(at + 2)));
-            closest.emplace_back(best, name);
+                consider(std::string_view(name).substr(at + 2), name);
         }
-    std::sort(closest.begin(), closest.end());
-    closest.erase(std::unique(closest.begin(), closest.end()), closest.end());
     std::string message;
-    for (std::size_t i = 0; i < closest.size() && i < 3; ++i)
-        message += (i == 0 ? "; closest: " : ", ") + views::plain_text(closest[i].second);
+    for (std::size_t i = 0; i < closest.size(); ++i) message += (i == 0 ? "; closest: " : ", ") + views::plain_text(closest[i].second);
     return message;
 }
 
@@ -721,14 +733,24 @@ inline void refuse_unknown(const std::string& text, bool regex) {
                     closest_names(text, {&program, &seen}));
 }
 
-// For a call that waited and got nothing: a line saying that no scope run so far matches its pattern,
-// with the names it was likely meant as; nothing when one does (it was not called, or not slowly
-// enough).
-inline std::string unmatched_note(const std::string& text, bool regex) {
-    const std::vector<std::string> seen = scope_names();
-    const Pattern pattern(text, regex ? PatternSyntax::regex : PatternSyntax::glob);  // checked when the session opened
-    if (std::any_of(seen.begin(), seen.end(), [&](const std::string& name) { return pattern.matches(name); })) return "";
-    return "No scope run so far matches '" + views::plain_text(text) + "'" + closest_names(text, {&seen}) + ".\n";
+// For a call that waited and got nothing: a line saying that no scope run so far (and, with XRay, no
+// function of the program) matches its pattern, with the names it was likely meant as; nothing when
+// one does (it was not called, or not slowly enough), or when the hint cannot be had.
+inline std::string unmatched_note(const std::string& text, bool regex) noexcept {
+    try {
+        const std::vector<std::string> seen = scope_names();
+        const Pattern pattern(text, regex ? PatternSyntax::regex : PatternSyntax::glob);  // checked when the session opened
+        const auto matches = [&](const std::string& name) { return pattern.matches(name); };
+        if (std::any_of(seen.begin(), seen.end(), matches)) return "";
+        if (g_xray_in_program.load(std::memory_order_relaxed)) {
+            const std::vector<std::string>& program = program_names();
+            if (std::any_of(program.begin(), program.end(), matches)) return "";
+        }
+        // A regular expression is not a misspelt name: no closest names for it.
+        return "No scope run so far matches '" + views::plain_text(text) + "'" + (regex ? std::string() : closest_names(text, {&seen})) + ".\n";
+    } catch (...) {  // the answer collected so far matters more than the hint
+        return "";
+    }
 }
 
 }  // namespace admin
@@ -1237,7 +1259,7 @@ TRACETREE_DETAIL_RUNTIME_API AdminResponse AdminHandler::on_wait(const AdminRequ
     else if (outcome == Outcome::cut)
         body += "Cut at " + std::to_string(options_.max_body) + " bytes (AdminOptions::max_body): " + what +
                 "; the next did not fit.\n";
-    if (is_monitor ? got > 0 && monitor_rows == 0 : got == 0 && outcome != Outcome::cut)
+    if (is_monitor ? got > 0 && monitor_rows == 0 : got == 0 && outcome == Outcome::timed_out)
         body += detail::admin::unmatched_note(pattern, regex);
     return answer(format, options_.prefix, endpoint + " " + pattern, body, "");
 }

@@ -38,6 +38,7 @@
 #include <condition_variable>  // the destructor waits for calls in progress
 #include <cstdint>
 #include <functional>          // CancelToken's stop action
+#include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <mutex>
@@ -160,6 +161,9 @@ std::optional<Address> peer_address(std::string_view peer);  // AdminRequest::pe
 const char* status_text(int status);  // "Not Found" for 404
 std::string number(double value);     // "0.5", "30", "0.001"
 AdminResponse as_page(const std::string& prefix, const std::string& title, const std::string& body);  // text as an HTML page
+
+// The names a pattern was likely meant as: "; closest: a, b, c" (three at most) or nothing.
+std::string closest_names(const std::string& text, std::initializer_list<const std::vector<std::string>*> lists);
 
 // JSON for the values views.hpp has no writer for: one object each.
 void write_json(std::ostream& out, const StackTrace& stack);

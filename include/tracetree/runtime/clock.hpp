@@ -66,17 +66,20 @@ public:
 #if defined(__aarch64__)  // the counter's frequency is known (measured only where the firmware left it 0)
         if (const std::uint64_t hz = counter_frequency()) return 1e9 / static_cast<double>(hz);
 #endif
-        const std::uint64_t now_tick = ticks();
-        if (now_tick - ratio_tick_.load(std::memory_order_relaxed) < (std::uint64_t{1} << 28))
-            return ratio_.load(std::memory_order_relaxed);
+        // Acquire: the ratio stored before this tick, never the 1.0 it started as (3 times too long).
+        const std::uint64_t measured_at = ratio_tick_.load(std::memory_order_acquire);
+        if (measured_at != 0 && ticks() - measured_at < (std::uint64_t{1} << 28)) return ratio_.load(std::memory_order_relaxed);
         for (;;) {  // a window too short would make the ratio coarse: that only happens right at start-up
             const TickAndNanos now = read_together(ticks, steady_ns);
             if (sharp_enough(anchor_, now)) {
                 const double ratio = static_cast<double>(now.ns - anchor_.ns) / static_cast<double>(now.tick - anchor_.tick);
                 ratio_.store(ratio, std::memory_order_relaxed);
-                ratio_tick_.store(now.tick, std::memory_order_relaxed);
+                ratio_tick_.store(now.tick, std::memory_order_release);
                 return ratio;
             }
+            // 10 ms on, the counter has not passed the anchor (it stepped back: a resume, a migration):
+            // the last ratio stays rather than a wait for the counter.
+            if (now.ns - anchor_.ns >= 10000000) return ratio_.load(std::memory_order_relaxed);
         }
 #else
         return 1.0;
@@ -103,7 +106,7 @@ public:
 private:
     const TickAndNanos anchor_;  // ticks become nanoseconds against this, at snapshot time
     mutable std::atomic<double> ratio_{1.0};  // ns_per_tick(), as last measured
-    mutable std::atomic<std::uint64_t> ratio_tick_{0};
+    mutable std::atomic<std::uint64_t> ratio_tick_{0};  // the tick ratio_ was measured at; 0: never
     std::atomic<ClockFunction> test_{nullptr};
 };
 
