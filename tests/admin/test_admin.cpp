@@ -780,4 +780,6 @@ TEST_CASE("the closest names to a misspelt pattern: three, nearest first, a name
     CHECK(closest_names("shop::servce", {&none}).empty());
     const std::vector<std::string> more = {"shop::servce2"};
     CHECK(closest_names("shop::servce", {&names, &more}) == "; closest: ns::shop::service, shop::servce2, shop::servlet");
+    const std::vector<std::string> ties = {"shop::servcx", "shop::servcy", "shop::servcz", "shop::servca"};  // 1 edit each
+    CHECK(closest_names("shop::servce", {&ties}) == "; closest: shop::servca, shop::servcx, shop::servcy");
 }

@@ -688,9 +688,9 @@ TRACETREE_DETAIL_RUNTIME_API std::string closest_names(const std::string& text,
     std::vector<std::pair<std::size_t, std::string>> closest;  // sorted, at most kShown
     const auto consider = [&](std::string_view candidate, const std::string& name) {
         const std::size_t length_gap = candidate.size() > text.size() ? candidate.size() - text.size() : text.size() - candidate.size();
-        if (closest.size() == kShown && length_gap >= closest.back().first) return;
+        if (closest.size() == kShown && length_gap > closest.back().first) return;  // a tie still sorts by name
         const std::size_t distance = edit_distance(text, candidate);
-        if (closest.size() == kShown && distance >= closest.back().first) return;
+        if (closest.size() == kShown && distance > closest.back().first) return;
         for (auto kept = closest.begin(); kept != closest.end(); ++kept)
             if (kept->second == name) {  // one name, reached again through a suffix of its own
                 if (kept->first <= distance) return;
