@@ -45,7 +45,13 @@
 #define TRACETREE_END_NAMESPACE } } TRACETREE_DETAIL_NO_XRAY_END
 
 #if defined(__GNUC__) || defined(__clang__)
+#if defined(__OPTIMIZE__)
 #define TRACETREE_DETAIL_INLINE __attribute__((always_inline)) inline  // the fast path stays in the caller
+#else
+// Unoptimised, an inlined fast path is kilobytes of naive code at every scope (600 scopes took a test
+// file 20 s of g++ -O0): one out-of-line copy is called instead.
+#define TRACETREE_DETAIL_INLINE inline
+#endif
 #define TRACETREE_DETAIL_COLD __attribute__((noinline, cold))         // slow paths stay out of it
 #define TRACETREE_DETAIL_NOINLINE __attribute__((noinline))            // one copy, called: code size at each caller
 #define TRACETREE_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
