@@ -22,11 +22,12 @@
 //   admin-hosts fork-waiting       (TRACETREE_ADMIN=127.0.0.1:0) 200 forks (20 under TSan) while four
 //                                  admin calls wait (trace, stack, watch, monitor): no child hangs, each
 //                                  records and renders, every 10th serves a listener of its own
-//                                  (restart_admin())
+//                                  (restart_admin()); none reads the executable's function table again
 //   admin-hosts exit-answers       (TRACETREE_ADMIN=127.0.0.1:0) a trace call waits when the program
 //                                  returns from main: it answers 200 with the two invocations it has
 #include <tracetree/admin/server.hpp>
 #include <tracetree/render.hpp>
+#include <tracetree/runtime/stack.hpp>  // executable_functions_read(): fork-waiting's children
 
 #include "../sanitizers.hpp"
 
@@ -450,8 +451,11 @@ void print_stacks(pid_t child) {
         static_cast<void>(std::system(("cat /proc/" + pid + "/wchan /proc/" + pid + "/syscall >&2").c_str()));
 }
 
-// A child: records, renders, and every 10th serves on a listener of its own. Exits 0 when all held.
+// A child: records, renders, and every 10th serves on a listener of its own. Exits 0 when all held,
+// 3 when it would have to read the executable's function table itself (the stack call read it when it
+// started, before the forks).
 [[noreturn]] void forked_child(int index) {
+    if (!tracetree::detail::executable_functions_read().load()) std::exit(3);
     child_work();
     const tracetree::Profile profile = tracetree::profile();
     bool ok = tracetree::to_string(profile).find("child_work") != std::string::npos;
@@ -472,7 +476,7 @@ void fork_waiting() {
         calls.emplace_back([port, target] { get(port, std::string("/debug/tracetree/") + target); });
     auto& listener = tracetree::detail::admin::EnvironmentListener::get();
     check(listener.server->handler().wait_for_waiting(4, std::chrono::seconds(20)), "four admin calls wait");
-    int hung = 0, failed = 0;
+    int hung = 0, failed = 0, table_unread = 0;
     for (int i = 0; i < kForks; ++i) {
         int result[2];
         if (::pipe2(result, O_CLOEXEC) != 0) return check(false, "pipe");
@@ -493,9 +497,12 @@ void fork_waiting() {
         ::close(result[0]);
         int status = 0;
         ::waitpid(child, &status, 0);
+        table_unread += WIFEXITED(status) && WEXITSTATUS(status) == 3 ? 1 : 0;
         failed += WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
     }
     check(hung == 0, std::to_string(hung) + " of " + std::to_string(kForks) + " children hung");
+    check(table_unread == 0, std::to_string(table_unread) + " of " + std::to_string(kForks) +
+                                 " children found the executable's function table unread");
     check(failed == 0, std::to_string(failed) + " of " + std::to_string(kForks) + " children failed to record, render or serve");
     check(status_of(get(port)) == 200, "the parent answers after its children");
     listener.server->handler().shutdown();  // the waiting calls answer now

@@ -281,6 +281,7 @@ public:
         return sessions_.make(kind, pattern, syntax);
     }
     virtual void start_session(const std::shared_ptr<SessionState>& session) {
+        if (session->kind == SessionKind::stack) read_executable_functions();  // before a call can need it
         sessions_.start(session);
         threads_.mirror();
         sessions_.notify_listeners();

@@ -15,6 +15,7 @@
 #include "../values.hpp"             // StackFrame
 #include "symbols.hpp"                 // the executable's function table (ELF)
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>   // std::snprintf: a frame without a name
 #include <memory>
@@ -102,9 +103,17 @@ inline std::string frame_name(std::string symbol) {
     return name + "()";
 }
 
-// The executable's functions, read at the first stack that needs them and kept for the process.
+// The executable's functions, read once and kept for the process.
+inline std::atomic<bool>& executable_functions_read() {
+    static std::atomic<bool> read{false};
+    return read;
+}
 inline const FunctionTable& executable_functions() {
-    static const FunctionTable* table = new FunctionTable(function_table("/proc/self/exe", executable_bias()));
+    static const FunctionTable* table = [] {
+        auto* read = new FunctionTable(function_table("/proc/self/exe", executable_bias()));
+        executable_functions_read().store(true, std::memory_order_relaxed);
+        return read;
+    }();
     return *table;
 }
 
@@ -128,6 +137,18 @@ inline std::uintptr_t code_outside_tracetree() {
         },
         &walk);
     return walk.found;
+}
+
+// A stack session reads the table when it starts (under the lock that fork() waits for), so that the
+// first call it catches does not: that call's thread would stall for milliseconds inside its callers'
+// time, and every child forked after the start would read the table again. Out of memory, the first
+// stack reads it, as before.
+inline void read_executable_functions() noexcept {
+    try {
+        std::lock_guard<std::mutex> lock(stack_locks().naming);
+        static_cast<void>(executable_functions());
+    } catch (...) {
+    }
 }
 
 // The name of the function holding `pc` (or its address), remembered: a stack session's frames come
