@@ -103,7 +103,8 @@ inline std::string frame_name(std::string symbol) {
     return name + "()";
 }
 
-// The executable's functions, read once and kept for the process.
+// The executable's functions, read once and kept for the process; whether they have been read is for
+// the tests (a child forked after a stack session started finds them read).
 inline std::atomic<bool>& executable_functions_read() {
     static std::atomic<bool> read{false};
     return read;
