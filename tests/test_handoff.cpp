@@ -372,6 +372,58 @@ TEST_CASE("stack and watch sessions on a continued path") {
     CHECK(event->values[0].second == "42");
 }
 
+// A task continued on a worker: an annotated function, a named scope in it, an unannotated helper,
+// and the annotated leaf that a stack session matches. noinline: each keeps its machine frame.
+namespace stack_handoff {
+[[gnu::noinline]] void leaf() {
+    TRACETREE_FUNCTION();
+    advance(1us);
+}
+[[gnu::noinline]] void helper() {
+    leaf();
+    asm volatile("");  // not a tail call: helper keeps its frame
+}
+[[gnu::noinline]] void task() {
+    TRACETREE_FUNCTION();
+    {
+        TRACETREE_SCOPE("task-step");
+        helper();
+    }
+    asm volatile("");
+}
+}  // namespace stack_handoff
+
+TEST_CASE("a stack across a hand-off: the worker's frames and scopes, then the scopes it was handed off from") {
+    FakeClock clock;
+    tracetree::Here here;
+    {
+        TRACETREE_SCOPE("handing-request");
+        here = tracetree::here();
+    }
+    tracetree::StackSession stack(tracetree::StackRequest("stack_handoff::leaf"));
+    std::thread([&] {
+        tracetree::Continue on(here);
+        stack_handoff::task();
+    }).join();
+    const auto trace = stack.next(0s);
+    REQUIRE(trace);
+    std::vector<std::string> names;
+    for (const auto& frame : trace->callers) names.push_back(frame.name);
+    // The unannotated helper from the machine stack; the named scope before the function holding it;
+    // then, in place of the worker thread's own callers, the scope the work was handed off from.
+    CHECK(names == std::vector<std::string>{"stack_handoff::helper()", "task-step", "stack_handoff::task()", "handing-request"});
+    REQUIRE(names.size() == 4);
+    CHECK(trace->callers[0].line == 0);  // no scope of its own
+    CHECK(trace->callers[1].line != 0);
+    CHECK(trace->callers[2].line != 0);
+    CHECK(trace->callers[3].line != 0);
+    std::ostringstream text;
+    tracetree::render(text, *trace);
+    CHECK(text.str().find("    @stack_handoff::leaf()\n        at stack_handoff::helper()\n        at task-step(test_handoff.cpp:") !=
+          std::string::npos);
+    CHECK(text.str().find("        at handing-request(test_handoff.cpp:") != std::string::npos);
+}
+
 // The merged caller's total holds the work continued under it; its min and max are its own calls'. The
 // text says so on the caller's line, and JSON carries the figure, so a saved profile renders the same.
 TEST_CASE("the merged profile says how much of a caller's total was continued under it") {

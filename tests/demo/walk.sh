@@ -41,6 +41,7 @@ check "step 2 traces the servlet" "2\." '`---\[[0-9.E-]+ms\] demo::DispatcherSer
 check "step 2 prints the unaccounted time" "2\." '^curl: [0-9.]+ ms; DispatcherServlet: [0-9.]+ ms; unaccounted: -?[0-9.]+ ms'
 check "step 3 is a stack of doDispatch" "3\." '@demo::DispatcherServlet::doDispatch\(\)'
 check "step 3's stack reaches Http11Processor::service" "3\." '^ +at demo::Http11Processor::service\('
+check "step 3's stack names the scope the request was handed off from" "3\." '^ +at AbstractEndpoint::processSocket\(net\.cpp:[0-9]+\)$'
 check "step 4's trace holds the jar walk, folded" "4\." 'count=[0-9]+\] demo::TomcatJarInputStream::getNextJarEntry\(\)'
 check "step 4 counts the entries" "4\." '^The jar walk: getNextJarEntry folded into one node \([0-9]+ calls, .*createZipEntry [0-9]+ times'
 check "step 5 watches createZipEntry" "5\." '^method=demo::TomcatJarInputStream::createZipEntry location=AtExit'

@@ -840,8 +840,9 @@ TRACETREE_DETAIL_RUNTIME_API const std::vector<Endpoint>& Table::endpoints() {
         {"stack", "GET", {pattern, regex, n, all_formats, cost, timeout}, &H::on_wait,
          {"Stack: who calls it (Arthas <code>stack</code>)", "stack",
           {pattern_field, regex_field, cost_field, n_field, timeout_field}, "Stack"},
-         "Arthas `stack`: who called each invocation, innermost first: the machine stack at its start (JSON: `callers`; "
-         "`frames` are the open scopes), down to `main` or the thread's entry"},
+         "Arthas `stack`: who called each invocation, innermost first: the machine stack at its start with the open "
+         "scopes in it (JSON: `callers`; `frames` are the open scopes), down to `main` or the thread's entry, or across "
+         "a hand-off to the scopes it was handed off from"},
         {"watch", "GET",
          {pattern, regex, n, all_formats, cost, timeout,
           {"values", Param::free_text, "a,b: the `TRACETREE_WATCH` names to keep; all"}},

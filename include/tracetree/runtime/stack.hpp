@@ -15,6 +15,7 @@
 #include "../values.hpp"             // StackFrame
 #include "symbols.hpp"                 // the executable's function table (ELF)
 
+#include <algorithm>  // std::min
 #include <atomic>
 #include <cstdint>
 #include <cstdio>   // std::snprintf: a frame without a name
@@ -176,13 +177,17 @@ inline std::string name_of(std::uintptr_t pc) {
     return name;
 }
 
-// The frames of `pcs`, named, down to the thread's entry (main, or what a thread library called).
-// A frame of an open scope in `chain` (innermost first, the matching scope's own first) takes its
-// file and line; the function holding the matching scope is left out when it has the scope's name.
-inline std::vector<StackFrame> name_stack(const std::vector<std::uintptr_t>& pcs, const std::vector<StackFrame>& chain) {
-    std::vector<StackFrame> frames;
-    std::size_t next_scope = 1;  // chain[0] is the matching scope itself
-    bool first = true;           // no frame but tracetree's seen yet
+// The frames of `pcs`, named, down to the thread's entry (main, or what a thread library called),
+// merged with `chain`, the open scopes (innermost first, the matching scope's own first), of which the
+// first `on_thread` were opened on this thread and the rest are the path of a hand-off it continues.
+// A function that holds an open scope takes the scope's file and line; a scope that no function
+// holds (a named scope, or an annotated function the compiler inlined) comes before the next function
+// that holds one, or after the last. Across a hand-off, the path's scopes then take the place of this
+// thread's own callers, which are the worker's loop. The function holding the matching scope is left
+// out when it has the scope's name.
+inline std::vector<StackFrame> name_stack(const std::vector<std::uintptr_t>& pcs, const std::vector<StackFrame>& chain,
+                                          std::size_t on_thread) {
+    std::vector<std::string> names;
     for (std::size_t i = 0; i < pcs.size(); ++i) {
         // A return address may be past the end of its call's function: the call is the byte before.
         std::string name = name_of(i == 0 ? pcs[i] : pcs[i] - 1);
@@ -191,20 +196,51 @@ inline std::vector<StackFrame> name_stack(const std::vector<std::uintptr_t>& pcs
             break;  // below the thread's entry
         // tracetree's own frames, when the scope is not on the stack (a coroutine's frame), and the
         // function holding the scope when the scope is that function's.
-        if (first && name.rfind("tracetree::", 0) == 0) continue;
-        const bool holder = first && !chain.empty() && name == chain[0].name;
-        first = false;
-        if (holder) continue;
-        StackFrame frame{name, "", 0};
-        if (next_scope < chain.size() && chain[next_scope].name == name) {
-            frame.file = chain[next_scope].file;
-            frame.line = chain[next_scope].line;
-            ++next_scope;
+        if (names.empty() && name.rfind("tracetree::", 0) == 0) continue;
+        if (names.empty() && !chain.empty() && name == chain[0].name) {
+            names.emplace_back();  // the holder: kept out below
+            continue;
         }
-        frames.push_back(std::move(frame));
-        if (name == "main()") break;
+        names.push_back(std::move(name));
+        if (names.back() == "main()") break;
     }
-    while (!frames.empty() && frames.back().name.rfind("0x", 0) == 0) frames.pop_back();  // the C library's start
+    while (!names.empty() && names.back().rfind("0x", 0) == 0) names.pop_back();  // the C library's start
+    if (names.empty()) return {};
+    on_thread = std::min(on_thread, chain.size());
+    // held[i]: the scope of this thread that machine frame i holds, in order (0: none).
+    std::vector<std::size_t> held(names.size(), 0);
+    std::size_t last_holder = names.size();  // none
+    for (std::size_t i = 0, next = 1; i < names.size() && next < on_thread; ++i)
+        for (std::size_t j = next; j < on_thread; ++j)
+            if (chain[j].name == names[i]) {
+                held[i] = j;
+                next = j + 1;
+                last_holder = i;
+                break;
+            }
+    std::vector<StackFrame> frames;
+    std::size_t next_scope = 1;
+    const auto scopes_until = [&](std::size_t end) {
+        for (; next_scope < end; ++next_scope) frames.push_back(chain[next_scope]);
+    };
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        if (i == (last_holder == names.size() ? 0 : last_holder + 1)) {
+            scopes_until(on_thread);
+            if (on_thread < chain.size()) {
+                scopes_until(chain.size());
+                return frames;
+            }
+        }
+        if (names[i].empty()) continue;  // the holder
+        if (held[i] != 0) {
+            scopes_until(held[i]);
+            frames.push_back(StackFrame{names[i], chain[held[i]].file, chain[held[i]].line});
+            ++next_scope;
+        } else {
+            frames.push_back(StackFrame{names[i], "", 0});
+        }
+    }
+    scopes_until(chain.size());
     return frames;
 }
 
