@@ -13,6 +13,10 @@
 #include <future>
 #include <netinet/in.h>
 #include <poll.h>
+#include <dirent.h>
+#include <fstream>
+#include <set>
+#include <signal.h>
 #include <string>
 #include <utility>
 #include <sys/socket.h>
@@ -141,6 +145,48 @@ TEST_CASE("AdminServer: stop() while a call waits returns, and so does the destr
     CHECK(waiting.read_all().find("(no close)") == std::string::npos);  // its connection was closed
     server->stop();  // again: nothing to do
     server.reset();
+}
+
+namespace {
+// The threads of this process, and the signals one blocks, from /proc (Linux).
+std::set<std::string> thread_ids() {
+    std::set<std::string> ids;
+    if (DIR* tasks = ::opendir("/proc/self/task")) {
+        while (const dirent* entry = ::readdir(tasks))
+            if (entry->d_name[0] != '.') ids.insert(entry->d_name);
+        ::closedir(tasks);
+    }
+    return ids;
+}
+unsigned long long blocked_signals(const std::string& id) {
+    std::ifstream status("/proc/self/task/" + id + "/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("SigBlk:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+    return 0;
+}
+}  // namespace
+
+// ninja blocks SIGCHLD except inside ppoll(): with TRACETREE_ADMIN set, a child that ended while ninja
+// was busy had its SIGCHLD handled on the listener's thread (the one thread not blocking it), and
+// ninja's ppoll() waited for ever. The listener's threads must block every signal, so that a signal
+// the program blocks stays pending for the program's own threads.
+TEST_CASE("AdminServer: its threads block the process's signals") {
+    const std::set<std::string> before = thread_ids();
+    tracetree::AdminServer server("127.0.0.1:0");
+    Client waiting(server.port());  // a call thread too
+    waiting.send(get("/trace?pattern=no_such_function&timeout=60", server.port()));
+    REQUIRE(server.handler().wait_for_waiting(1, 20s));
+    int listeners = 0;
+    for (const std::string& id : thread_ids()) {
+        if (before.count(id) != 0) continue;
+        ++listeners;
+        const unsigned long long blocked = blocked_signals(id);
+        for (const int signal : {SIGHUP, SIGINT, SIGTERM, SIGCHLD, SIGUSR1}) {
+            INFO("thread " << id << ", signal " << signal);
+            CHECK((blocked >> (signal - 1) & 1) == 1);
+        }
+    }
+    CHECK(listeners >= 2);  // the poller and the waiting call's thread
 }
 
 TEST_CASE("AdminServer: listening outside loopback needs a token or allowed_peers") {

@@ -12,11 +12,14 @@
 #include <memory>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>  // pthread_sigmask
+#include <signal.h>
 #include <string>
 #include <sys/socket.h>
 #include <system_error>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 
 TRACETREE_BEGIN_NAMESPACE
 namespace detail {
@@ -43,6 +46,25 @@ inline std::string peer_text(const std::string& address, int port) {
     return (v6 ? '[' + address + ']' : address) + ':' + std::to_string(port);
 }
 
+// `body` on a new thread that blocks every signal. A signal sent to the process goes to a thread that
+// does not block it; the program's own threads must stay the only ones, or a program that blocks a
+// signal except while it waits for it (ninja blocks SIGCHLD but in ppoll()) sees it handled on the
+// listener's thread and never wakes. The caller's mask is restored before this returns.
+template <class Body>
+std::thread thread_without_signals(Body&& body) {
+    sigset_t all, previous;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, &previous);
+    try {
+        std::thread thread(std::forward<Body>(body));
+        ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+        return thread;
+    } catch (...) {
+        ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+        throw;
+    }
+}
+
 // While it lives, a thread watches `fd` and cancels `token` when the client hangs up, resets, or
 // shuts down its sending side (POLLRDHUP; bytes it sends, a pipelined request, do not count). The
 // destructor stops the watch and returns once the thread has: the call has answered by then, and
@@ -53,7 +75,7 @@ public:
     HangupWatch(int fd, std::shared_ptr<CancelToken> token) {
         if (fd < 0 || !token || ::pipe2(done_, O_CLOEXEC) != 0) return;
         try {
-            thread_ = std::thread([fd, done = done_[0], token = std::move(token)] {
+            thread_ = thread_without_signals([fd, done = done_[0], token = std::move(token)] {
                 pollfd polled[2] = {{fd, POLLRDHUP, 0}, {done, POLLIN, 0}};
                 while (::poll(polled, 2, -1) < 0 && errno == EINTR) {
                 }

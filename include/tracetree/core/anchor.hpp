@@ -40,7 +40,8 @@
 #endif
 #define TRACETREE_DETAIL_ANCHOR_SYMBOL TRACETREE_DETAIL_STRING(TRACETREE_DETAIL_ANCHOR)
 #define TRACETREE_DETAIL_POINTER_SIZE TRACETREE_DETAIL_STRING(__SIZEOF_POINTER__)
-__asm__(".pushsection .bss." TRACETREE_DETAIL_ANCHOR_SYMBOL ",\"awG\"," TRACETREE_DETAIL_ELF_TYPE(nobits) "," TRACETREE_DETAIL_ANCHOR_SYMBOL ",comdat\n"
+__asm__(".ifndef .Ltracetree_anchor\n"  // once per assembly file: -flto puts every file's top-level asm in one
+        ".pushsection .bss." TRACETREE_DETAIL_ANCHOR_SYMBOL ",\"awG\"," TRACETREE_DETAIL_ELF_TYPE(nobits) "," TRACETREE_DETAIL_ANCHOR_SYMBOL ",comdat\n"
         ".balign " TRACETREE_DETAIL_POINTER_SIZE "\n"
         ".weak " TRACETREE_DETAIL_ANCHOR_SYMBOL "\n"
         ".type " TRACETREE_DETAIL_ANCHOR_SYMBOL "," TRACETREE_DETAIL_ELF_TYPE(object) "\n"
@@ -61,7 +62,8 @@ __asm__(".pushsection .bss." TRACETREE_DETAIL_ANCHOR_SYMBOL ",\"awG\"," TRACETRE
         ".asciz \"" TRACETREE_DETAIL_ABI_NAME "\"\n"             // and the ABI's name
         ".Ltracetree_note_end:\n"
         ".balign 4\n"
-        ".popsection\n");
+        ".popsection\n"
+        ".endif\n");
 extern "C" {
 __attribute__((visibility("default"))) extern std::atomic<void*> TRACETREE_DETAIL_ANCHOR;  // defined above
 }
