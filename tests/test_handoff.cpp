@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>  // std::count
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -422,6 +423,44 @@ TEST_CASE("a stack across a hand-off: the worker's frames and scopes, then the s
     CHECK(text.str().find("    @stack_handoff::leaf()\n        at stack_handoff::helper()\n        at task-step(test_handoff.cpp:") !=
           std::string::npos);
     CHECK(text.str().find("        at handing-request(test_handoff.cpp:") != std::string::npos);
+}
+
+// Scopes whose names no machine frame has: an empty run-time name, and a lambda's function scope
+// (its frame is named `...::{lambda()#1}::operator()()`, its scope `...::()`).
+namespace stack_shapes {
+[[gnu::noinline]] void leaf() {
+    TRACETREE_FUNCTION();
+    asm volatile("");
+}
+[[gnu::noinline]] void via_empty_name() {
+    TRACETREE_SCOPE_DYNAMIC(std::string());
+    leaf();
+    asm volatile("");
+}
+[[gnu::noinline]] void via_lambda() {
+    const auto call = [] {
+        TRACETREE_FUNCTION();
+        via_empty_name();
+    };
+    call();
+    asm volatile("");
+}
+}  // namespace stack_shapes
+
+TEST_CASE("a stack's callers: a named scope where its function is, a lambda's function scope only as its frame") {
+    tracetree::StackSession stack(tracetree::StackRequest("stack_shapes::leaf"));
+    stack_shapes::via_lambda();
+    const auto trace = stack.next(0s);
+    REQUIRE(trace);
+    std::vector<std::string> names;
+    for (const auto& frame : trace->callers) names.push_back(frame.name);
+    REQUIRE(names.size() >= 3);
+    CHECK(names[0].empty());  // the empty run-time name, inside via_empty_name
+    CHECK(names[1] == "stack_shapes::via_empty_name()");
+    CHECK(std::count(names.begin(), names.end(), "stack_shapes::via_empty_name()") == 1);
+    CHECK(std::count(names.begin(), names.end(), "stack_shapes::via_lambda()") == 1);
+    CHECK(std::count(names.begin(), names.end(), "stack_shapes::via_lambda()::()") == 0);  // its frame stands for it
+    CHECK(names.back() == "main()");
 }
 
 // The merged caller's total holds the work continued under it; its min and max are its own calls'. The

@@ -125,10 +125,10 @@ struct StackTrace {
     std::vector<StackFrame> frames;  // innermost first: the matching scope, then each open scope around it
     // The machine stack at the scope's start, innermost first: every function that called it, down to
     // the thread's entry (main, or what a thread library called), named as XRay names functions; the
-    // file and line where an open scope is that function's. The open scopes that no function holds (a
-    // named scope, an annotated function the compiler inlined) stand before the next function holding
-    // one; across a hand-off, the path it continues follows the last such function, in place of the
-    // worker's own callers. Empty when it could not be walked.
+    // file and line where an open scope is that function's. A named scope stands before the next
+    // function holding a scope; a function's scope only where a frame has its name (not one the
+    // compiler inlined, nor a lambda's). Across a hand-off, the path it continues follows the last
+    // function holding a scope, in place of the worker's own callers. Empty when it could not be walked.
     std::vector<StackFrame> callers;
 };
 

@@ -114,7 +114,7 @@ bool async_serve_admin(AdminHandler& admin, const detail::admin::BeastRequest& r
     // Everything the thread needs from the socket is read here, on the session's executor: a socket
     // object is not for two threads at once (the thread only polls its descriptor).
     auto work = boost::asio::make_work_guard(socket.get_executor());
-    std::thread([&admin, in = detail::admin::beast_request(request, socket), fd = socket.native_handle(),
+    detail::thread_without_signals([&admin, in = detail::admin::beast_request(request, socket), fd = socket.native_handle(),
                  version = request.version(), keep_alive = request.keep_alive(), completion = std::move(completion),
                  work = std::move(work)]() mutable {
         detail::admin::BeastResponse response = detail::admin::beast_call(admin, std::move(in), fd, version, keep_alive);

@@ -172,7 +172,7 @@ TRACETREE_DETAIL_RUNTIME_API AdminServer::AdminServer(const std::string& address
     wake_id_[1] = file_id(wake_[1]);
     handler_.server_note_ = [this] { return note(); };
     try {
-        poller_ = thread_without_signals([this] { run(); });  // its call threads inherit the mask
+        poller_ = detail::thread_without_signals([this] { run(); });  // its call threads inherit the mask
     } catch (const std::exception& e) {  // no thread, or no memory for one
         fail("cannot start a thread for", e.what());
     }

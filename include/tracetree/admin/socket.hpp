@@ -4,6 +4,7 @@
 #define TRACETREE_ADMIN_SOCKET_HPP
 
 #include "handler.hpp"
+#include "../runtime/signal_mask.hpp"  // thread_without_signals
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -12,8 +13,6 @@
 #include <memory>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pthread.h>  // pthread_sigmask
-#include <signal.h>
 #include <string>
 #include <sys/socket.h>
 #include <system_error>
@@ -44,25 +43,6 @@ inline std::string peer_text(const sockaddr_storage& address) {
 inline std::string peer_text(const std::string& address, int port) {
     const bool v6 = address.find(':') != std::string::npos;
     return (v6 ? '[' + address + ']' : address) + ':' + std::to_string(port);
-}
-
-// `body` on a new thread that blocks every signal. A signal sent to the process goes to a thread that
-// does not block it; the program's own threads must stay the only ones, or a program that blocks a
-// signal except while it waits for it (ninja blocks SIGCHLD but in ppoll()) sees it handled on the
-// listener's thread and never wakes. The caller's mask is restored before this returns.
-template <class Body>
-std::thread thread_without_signals(Body&& body) {
-    sigset_t all, previous;
-    ::sigfillset(&all);
-    ::pthread_sigmask(SIG_BLOCK, &all, &previous);
-    try {
-        std::thread thread(std::forward<Body>(body));
-        ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-        return thread;
-    } catch (...) {
-        ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-        throw;
-    }
 }
 
 // While it lives, a thread watches `fd` and cancels `token` when the client hangs up, resets, or

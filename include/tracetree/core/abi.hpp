@@ -49,9 +49,12 @@
 #define TRACETREE_DETAIL_INLINE __attribute__((always_inline)) inline  // the fast path stays in the caller
 #else
 // Unoptimised, an inlined fast path is kilobytes of naive code at every scope (600 scopes took a test
-// file 20 s of g++ -O0): one out-of-line copy is called instead.
+// file 18 s of g++ -O0): one out-of-line copy is called instead.
 #define TRACETREE_DETAIL_INLINE inline
 #endif
+// Inlined even unoptimised: where a scope starts, so that the copy it hands the runtime lies in the
+// caller's frame, which a stack session's walk starts from (runtime/stack.hpp).
+#define TRACETREE_DETAIL_IN_CALLER __attribute__((always_inline)) inline
 #define TRACETREE_DETAIL_COLD __attribute__((noinline, cold))         // slow paths stay out of it
 #define TRACETREE_DETAIL_NOINLINE __attribute__((noinline))            // one copy, called: code size at each caller
 #define TRACETREE_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -64,6 +67,7 @@
 #else
 #define TRACETREE_DETAIL_LOCAL
 #define TRACETREE_DETAIL_INLINE inline
+#define TRACETREE_DETAIL_IN_CALLER inline
 #define TRACETREE_DETAIL_COLD
 #define TRACETREE_DETAIL_NOINLINE
 #define TRACETREE_DETAIL_LIKELY(x) (x)

@@ -478,7 +478,7 @@ NameRef name_ref(const Text& text) noexcept {
 class Scope {
 public:
     // Every field set: in registers, as they are here, the compiler checks each path for them.
-    TRACETREE_DETAIL_INLINE explicit Scope(Site& site) noexcept : parent_(nullptr), arena_(nullptr), start_(0), uncaught_(0), slow_(0) {
+    TRACETREE_DETAIL_IN_CALLER explicit Scope(Site& site) noexcept : parent_(nullptr), arena_(nullptr), start_(0), uncaught_(0), slow_(0) {
         Arena* arena = tls_arena();
         if (arena == nullptr && (arena = join_thread()) == nullptr) return;
         begin(*arena, &site, site.info.load(std::memory_order_acquire));
@@ -488,7 +488,7 @@ public:
     // as above. A new one goes to the runtime, which interns it (or drops the call, over a budget)
     // and adds it.
     template <class MakeName>
-    TRACETREE_DETAIL_INLINE Scope(Site& site, MakeName&& make_name) : parent_(nullptr), arena_(nullptr), start_(0), uncaught_(0), slow_(0) {
+    TRACETREE_DETAIL_IN_CALLER Scope(Site& site, MakeName&& make_name) : parent_(nullptr), arena_(nullptr), start_(0), uncaught_(0), slow_(0) {
         Arena* arena = tls_arena();
         if (arena == nullptr && (arena = join_thread()) == nullptr) return;
         if ((arena->flags.load(std::memory_order_relaxed) & kRecording) == 0) return;
@@ -564,7 +564,7 @@ private:
 
     // Unwatched sites go straight to the tree: with sessions running, a site decided for this epoch
     // and watched by none costs a load and a compare, not a match.
-    TRACETREE_DETAIL_INLINE void begin(Arena& arena, Site* site, const SiteInfo* info, DynamicEntry* name = nullptr) noexcept {
+    TRACETREE_DETAIL_IN_CALLER void begin(Arena& arena, Site* site, const SiteInfo* info, DynamicEntry* name = nullptr) noexcept {
         const std::uint8_t flags = arena.flags.load(std::memory_order_relaxed);
         if (flags == kRecording ||
             (flags == (kRecording | kSessions) &&

@@ -32,6 +32,7 @@
 #include "tracecontext.hpp"  // the ids and the annotation keys adopt() sets
 #include "../views.hpp"         // detail::views::json_string: the library's one JSON string writer
 #include "../text/text.hpp"      // lowercase, trim_ows
+#include "../runtime/signal_mask.hpp"  // thread_without_signals: the sender
 
 #include <algorithm>
 #include <atomic>
@@ -770,7 +771,7 @@ struct OtlpExporter::State : std::enable_shared_from_this<State> {
 
     void start_sender() noexcept {  // the mutex is held, or no other thread has the state yet
         try {
-            sender = std::thread([self = shared_from_this()] { self->run(); });
+            sender = detail::thread_without_signals([self = shared_from_this()] { self->run(); });
             sender_lost = false;
         } catch (...) {  // no thread left: what is queued waits for the next trace to try again
         }
@@ -941,7 +942,7 @@ inline OtlpExporter::OtlpExporter(OtlpOptions options) : state_(std::make_shared
     positive(options.max_backoff >= options.initial_backoff, "max_backoff - initial_backoff");
     state_->options = std::move(options);
     state_->endpoint = *endpoint;
-    state_->sender = std::thread([state = state_] { state->run(); });
+    state_->sender = detail::thread_without_signals([state = state_] { state->run(); });
 }
 
 inline OtlpExporter::~OtlpExporter() {

@@ -558,12 +558,14 @@ private:
                 case SessionKind::stack:
                     limit_reached = deliver_invocation<StackTrace>(*session, cost, threw, header, [&](StackTrace& stack) {
                         std::size_t on_thread = 0;  // the scopes before a hand-off's path (shadows) begins
+                        std::vector<bool> of_function;
                         for (const SiteInfo* site : frame.chain) {
                             const InternedSite& s = interned(site);
                             if (s.continues == nullptr && on_thread == stack.frames.size()) ++on_thread;
                             stack.frames.push_back(StackFrame{s.name, s.file, s.line});
+                            of_function.push_back(s.kind == SiteKind::function);
                         }
-                        stack.callers = name_stack(frame.pcs, stack.frames, on_thread);
+                        stack.callers = name_stack(frame.pcs, stack.frames, of_function, on_thread);
                     });
                     break;
                 case SessionKind::watch:

@@ -179,15 +179,19 @@ inline std::string name_of(std::uintptr_t pc) {
 
 // The frames of `pcs`, named, down to the thread's entry (main, or what a thread library called),
 // merged with `chain`, the open scopes (innermost first, the matching scope's own first), of which the
-// first `on_thread` were opened on this thread and the rest are the path of a hand-off it continues.
-// A function that holds an open scope takes the scope's file and line; a scope that no function
-// holds (a named scope, or an annotated function the compiler inlined) comes before the next function
-// that holds one, or after the last. Across a hand-off, the path's scopes then take the place of this
-// thread's own callers, which are the worker's loop. The function holding the matching scope is left
-// out when it has the scope's name.
+// first `on_thread` were opened on this thread and the rest are the path of a hand-off it continues;
+// `of_function[i]`: chain[i] is a TRACETREE_FUNCTION's (or XRay's). A function that holds an open
+// scope takes the scope's file and line. A named scope that no function holds by name comes before
+// the next function that holds one, or after the last; a function's scope stands only where a frame
+// has its name (an inlined function has none; a lambda's or a coroutine's frame is named otherwise).
+// Across a hand-off, the path's scopes follow this thread's frames down to the last function that
+// holds a scope, in place of the rest (the worker's loop: where the hand-off was continued is not
+// known, only that it was outside those scopes). The function holding the matching scope is left out
+// when it has the scope's name.
 inline std::vector<StackFrame> name_stack(const std::vector<std::uintptr_t>& pcs, const std::vector<StackFrame>& chain,
-                                          std::size_t on_thread) {
+                                          const std::vector<bool>& of_function, std::size_t on_thread) {
     std::vector<std::string> names;
+    bool first = true;  // no frame but tracetree's seen yet
     for (std::size_t i = 0; i < pcs.size(); ++i) {
         // A return address may be past the end of its call's function: the call is the byte before.
         std::string name = name_of(i == 0 ? pcs[i] : pcs[i] - 1);
@@ -196,11 +200,10 @@ inline std::vector<StackFrame> name_stack(const std::vector<std::uintptr_t>& pcs
             break;  // below the thread's entry
         // tracetree's own frames, when the scope is not on the stack (a coroutine's frame), and the
         // function holding the scope when the scope is that function's.
-        if (names.empty() && name.rfind("tracetree::", 0) == 0) continue;
-        if (names.empty() && !chain.empty() && name == chain[0].name) {
-            names.emplace_back();  // the holder: kept out below
-            continue;
-        }
+        if (first && name.rfind("tracetree::", 0) == 0) continue;
+        const bool holder = first && !chain.empty() && name == chain[0].name;
+        first = false;
+        if (holder) continue;
         names.push_back(std::move(name));
         if (names.back() == "main()") break;
     }
@@ -209,29 +212,29 @@ inline std::vector<StackFrame> name_stack(const std::vector<std::uintptr_t>& pcs
     on_thread = std::min(on_thread, chain.size());
     // held[i]: the scope of this thread that machine frame i holds, in order (0: none).
     std::vector<std::size_t> held(names.size(), 0);
-    std::size_t last_holder = names.size();  // none
+    std::size_t after_holders = 0;  // the first frame after the last that holds one
     for (std::size_t i = 0, next = 1; i < names.size() && next < on_thread; ++i)
         for (std::size_t j = next; j < on_thread; ++j)
             if (chain[j].name == names[i]) {
                 held[i] = j;
                 next = j + 1;
-                last_holder = i;
+                after_holders = i + 1;
                 break;
             }
     std::vector<StackFrame> frames;
     std::size_t next_scope = 1;
     const auto scopes_until = [&](std::size_t end) {
-        for (; next_scope < end; ++next_scope) frames.push_back(chain[next_scope]);
+        for (; next_scope < end; ++next_scope)
+            if (next_scope >= on_thread || !of_function[next_scope]) frames.push_back(chain[next_scope]);
     };
     for (std::size_t i = 0; i < names.size(); ++i) {
-        if (i == (last_holder == names.size() ? 0 : last_holder + 1)) {
+        if (i == after_holders) {
             scopes_until(on_thread);
             if (on_thread < chain.size()) {
                 scopes_until(chain.size());
                 return frames;
             }
         }
-        if (names[i].empty()) continue;  // the holder
         if (held[i] != 0) {
             scopes_until(held[i]);
             frames.push_back(StackFrame{names[i], chain[held[i]].file, chain[held[i]].line});
