@@ -141,13 +141,14 @@ inline std::uintptr_t code_outside_tracetree() {
     return walk.found;
 }
 
-// A stack session reads the table when it starts (under the lock that fork() waits for), so that the
-// first call it catches does not: that call's thread would stall for milliseconds inside its callers'
-// time, and every child forked after the start would read the table again. Out of memory, the first
-// stack reads it, as before.
+// A stack session reads the table when it starts, so that the first call it catches does not: that
+// call's thread would stall for milliseconds inside its callers' time, and every child forked after
+// the start would read the table again. Under the walks' lock, which fork() waits for, shared: not the
+// names' lock, which name_of() holds across dladdr(), which waits for the loader's lock, which a
+// plugin's constructor that starts a session holds. Out of memory, the first stack reads it.
 inline void read_executable_functions() noexcept {
     try {
-        std::lock_guard<std::mutex> lock(stack_locks().naming);
+        std::shared_lock<std::shared_mutex> not_forking(stack_locks().walking);
         static_cast<void>(executable_functions());
     } catch (...) {
     }
