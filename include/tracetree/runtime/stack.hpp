@@ -155,8 +155,9 @@ inline void read_executable_functions() noexcept {
 }
 
 // The name of the function holding `pc` (or its address), remembered: a stack session's frames come
-// back at every matching call, and naming one costs more than walking it. One lock for all of it, the
-// table's first reading included, so that fork() never copies it half done.
+// back at every matching call, and naming one costs more than walking it. Under the names' lock, which
+// fork() waits for, as it does for the walks' lock that read_executable_functions() reads the table
+// under: a child never copies the names or the table half done.
 inline std::string name_of(std::uintptr_t pc) {
     static auto* names = new std::unordered_map<std::uintptr_t, std::string>;  // kept for the process
     std::lock_guard<std::mutex> lock(stack_locks().naming);
