@@ -473,6 +473,30 @@ TEST_CASE("watch and stack sessions on a co-scope: one value per call, at its en
     CHECK(stack.done());
 }
 
+TEST_CASE("monitor on a co-scope: each call counted once, at its end, with its wall time") {
+    FakeClock clock;
+    tracetree::Monitor monitor(tracetree::MonitorRequest("request").interval(1ms));
+    Scheduler scheduler;
+    for (int i = 0; i < 3; ++i) scheduler.spawn(request(scheduler));
+    for (const char* thread : {"open-a", "open-b", "open-c"}) REQUIRE(scheduler.run_on(thread));
+    advance(3us);
+    REQUIRE(scheduler.run_on("end-a"));  // 8 µs
+    advance(10us);
+    REQUIRE(scheduler.run_on("end-b"));  // 19 µs
+    REQUIRE(scheduler.run_on("end-c"));  // 20 µs
+    advance(1ms);
+    const auto interval = monitor.next();
+    REQUIRE(interval.has_value());
+    REQUIRE(interval->rows.size() == 1);
+    const tracetree::MonitorRow& row = interval->rows[0];
+    CHECK(row.name == "request");
+    CHECK(row.calls == 3);
+    CHECK(row.failed == 0);
+    CHECK(row.min == 8us);
+    CHECK(row.max == 20us);
+    CHECK(row.total == 8us + 19us + 20us);
+}
+
 TEST_CASE("watch on a co-scope: the values said directly in it, from every resumption, on whichever thread") {
     FakeClock clock;
     tracetree::WatchSession watch(tracetree::WatchRequest("watched-request").limit(2));
