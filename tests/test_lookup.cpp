@@ -341,7 +341,7 @@ constexpr std::uint32_t kLineA = __LINE__ - 1;
 void named_b(const std::string& name) { TRACETREE_SCOPE_DYNAMIC(name); }
 constexpr std::uint32_t kLineB = __LINE__ - 1;
 
-const tracetree::Node* child_at(const std::vector<tracetree::Node>& nodes, const std::string& name, std::uint32_t line) {
+const tracetree::Node* child_on_line(const std::vector<tracetree::Node>& nodes, const std::string& name, std::uint32_t line) {
     for (const tracetree::Node& node : nodes)
         if (node.name == name && node.line == line) return &node;
     return nullptr;
@@ -415,7 +415,7 @@ TEST_CASE("a run-time name counts on its own node under each parent, from each c
             for (std::size_t n = 0; n < kNames; ++n) {
                 if (calls[p][s][n] == 0) continue;
                 ++called;
-                const tracetree::Node* node = child_at(parent->children, names[n], s == 0 ? kLineA : kLineB);
+                const tracetree::Node* node = child_on_line(parent->children, names[n], s == 0 ? kLineA : kLineB);
                 INFO("parent ", p, " site ", s, " name ", names[n]);
                 REQUIRE(node != nullptr);
                 CHECK(node->count == calls[p][s][n]);
@@ -459,11 +459,11 @@ TEST_CASE("a run-time name seen before is found in the table, wherever the probe
     REQUIRE(thread.roots.size() == kNames + kNames / 2);
     for (std::size_t i = 0; i < names.size(); ++i) {
         INFO("name ", names[i]);
-        const tracetree::Node* a = child_at(thread.roots, names[i], kLineA);
+        const tracetree::Node* a = child_on_line(thread.roots, names[i], kLineA);
         REQUIRE(a != nullptr);
         CHECK(a->count == calls_a[i]);
         if (i % 2 != 0) continue;
-        const tracetree::Node* b = child_at(thread.roots, names[i], kLineB);
+        const tracetree::Node* b = child_on_line(thread.roots, names[i], kLineB);
         REQUIRE(b != nullptr);
         CHECK(b->count == calls_b[i]);
     }

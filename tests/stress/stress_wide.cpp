@@ -27,7 +27,7 @@
 #include <vector>
 #include <time.h>  // clock_gettime
 
-namespace wide_test {  // named: the stress areas are compiled four to a translation unit
+namespace wide_test {  // named: the stress areas are compiled as one translation unit
 
 using namespace std::chrono_literals;
 
@@ -250,7 +250,7 @@ TEST_CASE("a thread's first scope does not wait for another thread's exit to fol
     // The rooms of a recorder of its own: this test holds the lock an exit folds under, standing for a
     // fold that takes long, while one thread exits (it waits for that lock) and another starts.
     using namespace tracetree::detail;
-    Clock clock;
+    tracetree::detail::Clock clock;  // qualified: stress_snapshots.cpp's Clock may share the unit
     SessionRegistry sessions;
     SiteTable sites;
     ChunkPool chunks;
