@@ -64,8 +64,8 @@ LOG=$WORK/server.log
 candidates=("--port=7744 --channel-port=7745 --admin-port=7746" "--port=0 --channel-port=0 --admin-port=0")
 [ -z "${DEMO_BUILT:-}" ] || candidates=("${candidates[1]}")
 for ports in "${candidates[@]}"; do
-  # shellcheck disable=SC2086
   : >"$LOG"  # read at once below, before the background job may have opened it
+  # shellcheck disable=SC2086
   "$SERVER" --cache-ttl=100ms --gc-period=100ms $ports >"$LOG" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 100); do
