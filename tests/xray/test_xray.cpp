@@ -11,9 +11,12 @@
 #include <doctest/doctest.h>
 
 #include <csetjmp>
+#include <csignal>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 using namespace xray_test;
 using namespace std::chrono_literals;
@@ -241,6 +244,66 @@ TEST_CASE("a longjmp over patched functions: they are closed at the next event, 
     CHECK(jumped->count == 1);
     CHECK(jumped->throws == 0);
     CHECK(root_of("xtest::parent()") != nullptr);  // at the root again
+}
+
+// The calls a monitor counted in its first interval, by name.
+std::map<std::string, std::uint64_t> monitored_calls(tracetree::Monitor& monitor) {
+    std::map<std::string, std::uint64_t> calls;
+    const auto interval = monitor.next();
+    if (interval)
+        for (const auto& row : interval->rows) calls[row.name] = row.calls;
+    return calls;
+}
+
+// A signal handler patched by a session, on a thread whose first XRay event it is: recording there
+// would join the thread (allocations) inside the handler, and a signal that interrupted malloc would
+// hang the process (ccache's SIGTERM handler did). The handler and its calls are left out.
+TEST_CASE("a patched signal handler and what it calls are not recorded; the thread records again after it") {
+    Recording recording;
+    struct sigaction action {}, before {};
+    action.sa_handler = &xtest::on_signal;
+    sigemptyset(&action.sa_mask);
+    REQUIRE(sigaction(SIGUSR1, &action, &before) == 0);
+    tracetree::Monitor monitor(tracetree::MonitorRequest("xtest::*").interval(1ms));  // after the handler: reads its trampoline
+    REQUIRE(sled_patched("xtest::on_signal()"));
+    const int handled = xtest::signals_handled.load();
+    bool joined_in_handler = true, joined_after = false;
+    std::thread([&] {
+        raise(SIGUSR1);  // delivered to this thread before raise() returns
+        joined_in_handler = tracetree::detail::xray_thread() != nullptr;
+        xtest::parent(1);
+        joined_after = tracetree::detail::xray_thread() != nullptr;
+    }).join();
+    sigaction(SIGUSR1, &before, nullptr);
+    CHECK(xtest::signals_handled.load() == handled + 1);
+    CHECK_FALSE(joined_in_handler);
+    CHECK(joined_after);
+    const auto calls = monitored_calls(monitor);
+    CHECK(calls.count("xtest::on_signal()") == 0);
+    CHECK(calls.at("xtest::parent()") == 1);
+    CHECK(calls.at("xtest::leaf()") == 1);  // parent's; not the handler's
+}
+
+TEST_CASE("a patched signal handler left by siglongjmp: the thread's next events are recorded") {
+    Recording recording;
+    struct sigaction action {}, before {};
+    action.sa_handler = &xtest::on_signal_jumps;
+    sigemptyset(&action.sa_mask);
+    REQUIRE(sigaction(SIGUSR2, &action, &before) == 0);
+    tracetree::Monitor monitor(tracetree::MonitorRequest("xtest::*").interval(1ms));
+    const int handled = xtest::signals_handled.load();
+    std::thread([&] {
+        sigjmp_buf back;
+        xtest::handler_exit = &back;
+        if (sigsetjmp(back, 1) == 0) raise(SIGUSR2);
+        xtest::parent(2);  // above the handler's frame: it is gone
+    }).join();
+    sigaction(SIGUSR2, &before, nullptr);
+    CHECK(xtest::signals_handled.load() == handled + 1);
+    const auto calls = monitored_calls(monitor);
+    CHECK(calls.count("xtest::on_signal_jumps()") == 0);
+    CHECK(calls.at("xtest::parent()") == 1);
+    CHECK(calls.at("xtest::leaf()") == 2);
 }
 
 TEST_CASE("a function entered by a tail call shows under the caller that jumped to it, marked") {

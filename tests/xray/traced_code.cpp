@@ -112,6 +112,18 @@ namespace {
 
 [[gnu::noinline]] int hidden_caller() { return hidden(1) + 1; }
 
+std::atomic<int> signals_handled{0};
+sigjmp_buf* handler_exit = nullptr;
+[[gnu::noinline]] void on_signal(int) {
+    leaf();
+    signals_handled.fetch_add(1);
+}
+[[gnu::noinline]] void on_signal_jumps(int) {
+    leaf();
+    signals_handled.fetch_add(1);
+    siglongjmp(*handler_exit, 1);
+}
+
 [[gnu::noinline]] std::string label(int value) { return std::to_string(value + g_sink); }
 
 [[gnu::noinline]] int Cart::checkout(int items) const { return items + g_sink; }

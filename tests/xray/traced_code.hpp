@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <csetjmp>
+#include <setjmp.h>  // sigjmp_buf
 #include <string>
 
 namespace xtest {
@@ -29,6 +30,10 @@ int tail_outer(int value);           // 1 us, tail_relay(), leaf()
 int tail_relay(int value);           // 1 us, then a tail call of tail_worker
 int tail_worker(int value);          // 1 us, leaf()   // leaf(), then a longjmp to `to` from a nested call
 int hidden_caller();                 // calls a function of an anonymous namespace
+void on_signal(int signal);          // a signal handler: leaf(), then counts the signal in signals_handled
+void on_signal_jumps(int signal);    // a signal handler: leaf(), then a siglongjmp to *handler_exit
+extern std::atomic<int> signals_handled;
+extern sigjmp_buf* handler_exit;
 std::string label(int value);        // its symbol carries an ABI tag: label[abi:cxx11](int)
 
 struct Cart {

@@ -73,6 +73,7 @@
 #include <linux/membarrier.h>     // a barrier on every thread, paid by the thread that unpatches
 #include <pthread.h>              // pthread_atfork
 #include <sched.h>                // sched_yield: another patcher is busy
+#include <signal.h>               // sigaction: the signal return trampoline
 #include <sys/syscall.h>          // SYS_membarrier
 #include <unistd.h>               // syscall
 #include <unwind.h>               // the personality routine's types, _Unwind_GetCFA
@@ -439,12 +440,57 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     else xray_pop(thread, table);
 }
 
+// ---- signal handlers ---------------------------------------------------------------------------------
+// Recording is not async-signal-safe: a thread's first event joins it (allocations), a capture
+// allocates. A signal that lands while the interrupted code holds the allocator's lock would hang the
+// process in a patched handler for ever (seen on ccache's SIGTERM handler). So a function the kernel
+// called as a handler, and all it calls, are not recorded: its return address is the C library's
+// signal return trampoline, which sigaction() reports (glibc gives every handler the same one).
+
+inline std::atomic<std::uintptr_t> g_xray_sigreturn{0};
+inline void xray_find_sigreturn() noexcept {  // at each change of sessions: a handler set since is seen then
+    if (g_xray_sigreturn.load(std::memory_order_relaxed) != 0) return;
+    for (int number = 1; number < NSIG; ++number) {
+        struct sigaction action {};
+        if (sigaction(number, nullptr, &action) != 0 || action.sa_restorer == nullptr) continue;
+        g_xray_sigreturn.store(reinterpret_cast<std::uintptr_t>(action.sa_restorer), std::memory_order_relaxed);
+        return;
+    }
+}
+
+struct XRaySignalFrames {
+    std::uint32_t depth = 0;  // handlers open on this thread
+    std::uintptr_t sp = 0;    // the outermost one's: an event above it comes after a longjmp out of it
+};
+inline XRaySignalFrames& xray_signal_frames() noexcept {
+    static thread_local XRaySignalFrames frames;
+    return frames;
+}
+// `sp`: the function's stack pointer at its entry, where its return address is.
+[[clang::xray_never_instrument]] inline bool xray_in_signal_handler(XRayEntryType type, std::uintptr_t sp) noexcept {
+    const std::uintptr_t sigreturn = g_xray_sigreturn.load(std::memory_order_relaxed);
+    if (sigreturn == 0) return false;
+    XRaySignalFrames& frames = xray_signal_frames();
+    if (frames.depth != 0 && sp > frames.sp) frames.depth = 0;
+    if (*reinterpret_cast<const std::uintptr_t*>(sp) != sigreturn) return frames.depth != 0;
+    if (type == XRayEntryType::ENTRY || type == XRayEntryType::LOG_ARGS_ENTRY) {
+        if (frames.depth++ == 0) frames.sp = sp;
+    } else if (frames.depth != 0) {  // its exit, or a tail call out of it (the callee's entry counts again)
+        --frames.depth;
+    }
+    return true;
+}
+
 [[clang::xray_never_instrument]] inline void xray_event(std::int32_t id, XRayEntryType type) noexcept {
     const auto cfa = reinterpret_cast<std::uintptr_t>(__builtin_dwarf_cfa());
     const XRayTable& table = g_xray_table;
     // An idle function's events come while a large set is patched all at once (every function is,
     // until the idle ones go back): dropped before the thread joins or publishes anything.
     if (id <= 0 || id > table.max_id || table.states[id].load(std::memory_order_relaxed) == kXRayIdle) return;
+    const std::uintptr_t offset = type == XRayEntryType::EXIT ? table.exit_offset
+                                  : type == XRayEntryType::TAIL ? table.tail_offset
+                                                                : table.entry_offset;
+    if (xray_in_signal_handler(type, cfa + offset)) return;
     XRayThread* thread = xray_thread();
     if (thread == nullptr && (thread = xray_join()) == nullptr) return;
     if (thread->inside) return;
@@ -697,6 +743,7 @@ inline void xray_mark_wanted(XRayState& state, const std::vector<InstrumentedSes
 // Patches what the running sessions want now; what they no longer want drains.
 inline void xray_update_locked(XRayState& state) {
     xray_install_locked(state);
+    xray_find_sigreturn();  // before anything is patched
     const std::vector<InstrumentedSession> sessions = instrumented_sessions();
     xray_mark_wanted(state, sessions);
     bool drained = false;
