@@ -255,55 +255,80 @@ std::map<std::string, std::uint64_t> monitored_calls(tracetree::Monitor& monitor
     return calls;
 }
 
+// A signal's handler for the test's length; the one before is put back.
+class HandlerFor {
+public:
+    HandlerFor(int number, void (*handler)(int)) : number_(number) {
+        struct sigaction action {};
+        action.sa_handler = handler;
+        sigemptyset(&action.sa_mask);
+        set = sigaction(number, &action, &before_) == 0;
+    }
+    ~HandlerFor() {
+        if (set) sigaction(number_, &before_, nullptr);
+    }
+    HandlerFor(const HandlerFor&) = delete;
+    HandlerFor& operator=(const HandlerFor&) = delete;
+    bool set = false;
+
+private:
+    int number_;
+    struct sigaction before_ {};
+};
+
+[[gnu::noinline]] void far_below(int levels, void (*then)()) {  // about 1 KB of stack a level
+    volatile char room[1024];
+    room[0] = static_cast<char>(levels);
+    if (levels > 0) far_below(levels - 1, then);
+    else then();
+    room[1] = room[0];
+}
+
 // A signal handler patched by a session, on a thread whose first XRay event it is: recording there
 // would join the thread (allocations) inside the handler, and a signal that interrupted malloc would
-// hang the process (ccache's SIGTERM handler did). The handler and its calls are left out.
-TEST_CASE("a patched signal handler and what it calls are not recorded; the thread records again after it") {
+// hang the process (ccache's SIGTERM handler did). The function is recorded only when called as one.
+TEST_CASE("a patched function run as a signal handler is not recorded, so its thread does not join there") {
     Recording recording;
-    struct sigaction action {}, before {};
-    action.sa_handler = &xtest::on_signal;
-    sigemptyset(&action.sa_mask);
-    REQUIRE(sigaction(SIGUSR1, &action, &before) == 0);
-    tracetree::Monitor monitor(tracetree::MonitorRequest("xtest::*").interval(1ms));  // after the handler: reads its trampoline
+    HandlerFor handler(SIGUSR1, &xtest::on_signal);
+    REQUIRE(handler.set);
+    tracetree::Monitor monitor(tracetree::MonitorRequest("xtest::on_signal").interval(1ms));  // reads the trampoline
     REQUIRE(sled_patched("xtest::on_signal()"));
+    REQUIRE_FALSE(sled_patched("xtest::leaf()"));
     const int handled = xtest::signals_handled.load();
     bool joined_in_handler = true, joined_after = false;
     std::thread([&] {
         raise(SIGUSR1);  // delivered to this thread before raise() returns
         joined_in_handler = tracetree::detail::xray_thread() != nullptr;
-        xtest::parent(1);
+        xtest::on_signal(0);  // a plain call
         joined_after = tracetree::detail::xray_thread() != nullptr;
     }).join();
-    sigaction(SIGUSR1, &before, nullptr);
-    CHECK(xtest::signals_handled.load() == handled + 1);
+    CHECK(xtest::signals_handled.load() == handled + 2);
     CHECK_FALSE(joined_in_handler);
     CHECK(joined_after);
-    const auto calls = monitored_calls(monitor);
-    CHECK(calls.count("xtest::on_signal()") == 0);
-    CHECK(calls.at("xtest::parent()") == 1);
-    CHECK(calls.at("xtest::leaf()") == 1);  // parent's; not the handler's
+    CHECK(monitored_calls(monitor)["xtest::on_signal()"] == 1);
 }
 
-TEST_CASE("a patched signal handler left by siglongjmp: the thread's next events are recorded") {
+// Nothing is kept about a handler, so nothing can stop the thread's recording once it is left, here
+// by siglongjmp, with the next calls far below where the handler ran.
+TEST_CASE("a patched signal handler left by siglongjmp: the thread's later calls are recorded, however deep") {
     Recording recording;
-    struct sigaction action {}, before {};
-    action.sa_handler = &xtest::on_signal_jumps;
-    sigemptyset(&action.sa_mask);
-    REQUIRE(sigaction(SIGUSR2, &action, &before) == 0);
+    HandlerFor handler(SIGUSR2, &xtest::on_signal_jumps);
+    REQUIRE(handler.set);
     tracetree::Monitor monitor(tracetree::MonitorRequest("xtest::*").interval(1ms));
+    REQUIRE(sled_patched("xtest::on_signal_jumps()"));
     const int handled = xtest::signals_handled.load();
     std::thread([&] {
+        xtest::leaf();
         sigjmp_buf back;
         xtest::handler_exit = &back;
         if (sigsetjmp(back, 1) == 0) raise(SIGUSR2);
-        xtest::parent(2);  // above the handler's frame: it is gone
+        far_below(16, [] { xtest::parent(2); });
     }).join();
-    sigaction(SIGUSR2, &before, nullptr);
     CHECK(xtest::signals_handled.load() == handled + 1);
-    const auto calls = monitored_calls(monitor);
-    CHECK(calls.count("xtest::on_signal_jumps()") == 0);
-    CHECK(calls.at("xtest::parent()") == 1);
-    CHECK(calls.at("xtest::leaf()") == 2);
+    auto calls = monitored_calls(monitor);
+    CHECK(calls["xtest::on_signal_jumps()"] == 0);
+    CHECK(calls["xtest::parent()"] == 1);
+    CHECK(calls["xtest::leaf()"] == 1 + 1 + 2);  // before, the handler's call (what a handler calls is recorded), parent's
 }
 
 TEST_CASE("a function entered by a tail call shows under the caller that jumped to it, marked") {

@@ -444,11 +444,14 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
 // Recording is not async-signal-safe: a thread's first event joins it (allocations), a capture
 // allocates. A signal that lands while the interrupted code holds the allocator's lock would hang the
 // process in a patched handler for ever (seen on ccache's SIGTERM handler). So a function the kernel
-// called as a handler, and all it calls, are not recorded: its return address is the C library's
-// signal return trampoline, which sigaction() reports (glibc gives every handler the same one).
+// called as a handler is not recorded: its return address is the C library's signal return
+// trampoline, which sigaction() reports on x86-64 glibc (every handler gets the same one). Only its
+// own events are left out, with no state kept, so that nothing can leave a thread unrecorded after a
+// handler left by siglongjmp, an exception or an unpatching; what it calls is recorded as usual.
 
 inline std::atomic<std::uintptr_t> g_xray_sigreturn{0};
 inline void xray_find_sigreturn() noexcept {  // at each change of sessions: a handler set since is seen then
+#if defined(__x86_64__)
     if (g_xray_sigreturn.load(std::memory_order_relaxed) != 0) return;
     for (int number = 1; number < NSIG; ++number) {
         struct sigaction action {};
@@ -456,29 +459,12 @@ inline void xray_find_sigreturn() noexcept {  // at each change of sessions: a h
         g_xray_sigreturn.store(reinterpret_cast<std::uintptr_t>(action.sa_restorer), std::memory_order_relaxed);
         return;
     }
-}
-
-struct XRaySignalFrames {
-    std::uint32_t depth = 0;  // handlers open on this thread
-    std::uintptr_t sp = 0;    // the outermost one's: an event above it comes after a longjmp out of it
-};
-inline XRaySignalFrames& xray_signal_frames() noexcept {
-    static thread_local XRaySignalFrames frames;
-    return frames;
+#endif
 }
 // `sp`: the function's stack pointer at its entry, where its return address is.
-[[clang::xray_never_instrument]] inline bool xray_in_signal_handler(XRayEntryType type, std::uintptr_t sp) noexcept {
+[[clang::xray_never_instrument]] inline bool xray_signal_handler(std::uintptr_t sp) noexcept {
     const std::uintptr_t sigreturn = g_xray_sigreturn.load(std::memory_order_relaxed);
-    if (sigreturn == 0) return false;
-    XRaySignalFrames& frames = xray_signal_frames();
-    if (frames.depth != 0 && sp > frames.sp) frames.depth = 0;
-    if (*reinterpret_cast<const std::uintptr_t*>(sp) != sigreturn) return frames.depth != 0;
-    if (type == XRayEntryType::ENTRY || type == XRayEntryType::LOG_ARGS_ENTRY) {
-        if (frames.depth++ == 0) frames.sp = sp;
-    } else if (frames.depth != 0) {  // its exit, or a tail call out of it (the callee's entry counts again)
-        --frames.depth;
-    }
-    return true;
+    return sigreturn != 0 && *reinterpret_cast<const std::uintptr_t*>(sp) == sigreturn;
 }
 
 [[clang::xray_never_instrument]] inline void xray_event(std::int32_t id, XRayEntryType type) noexcept {
@@ -490,7 +476,7 @@ inline XRaySignalFrames& xray_signal_frames() noexcept {
     const std::uintptr_t offset = type == XRayEntryType::EXIT ? table.exit_offset
                                   : type == XRayEntryType::TAIL ? table.tail_offset
                                                                 : table.entry_offset;
-    if (xray_in_signal_handler(type, cfa + offset)) return;
+    if (xray_signal_handler(cfa + offset)) return;
     XRayThread* thread = xray_thread();
     if (thread == nullptr && (thread = xray_join()) == nullptr) return;
     if (thread->inside) return;
