@@ -421,6 +421,17 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     while (depth > 0 && thread.frames[depth - 1].sp == sp && thread.frames[depth - 1].tail) depth = xray_pop(thread, table);
 }
 
+// On x86-64 an unpatched entry sled starts with a short jump over itself (0xEB), a patched one with a
+// move of the function's id; elsewhere a wanted function is taken as patched.
+[[clang::xray_never_instrument]] inline bool xray_entry_patched(const XRayFunction& function) noexcept {
+#if defined(__x86_64__)
+    return *reinterpret_cast<const volatile unsigned char*>(function.address) != 0xEB;
+#else
+    (void)function;
+    return true;
+#endif
+}
+
 // The function jumps to another (XRayEntryType::TAIL). When that may be one of the functions it
 // jumps to directly, patched with it, its frame stays open: the target's entry comes next at the same
 // stack pointer and runs under it, and both end at the target's exit. Otherwise (a jump through a
@@ -434,7 +445,11 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     if (depth == 0 || thread.frames[depth - 1].sp != sp || thread.ids[depth - 1].load(std::memory_order_relaxed) != id) return;
     const auto& targets = table.functions[id]->direct.tails;
     const bool stays = std::any_of(targets.begin(), targets.end(), [&](std::int32_t target) {
-        return target <= table.max_id && table.states[target].load(std::memory_order_relaxed) == kXRayWanted;  // others: not XRay
+        // Wanted and already patched (others: not XRay). A session's start marks its functions
+        // wanted, then patches them one by one: a target not patched yet sends no entry, and its
+        // exit would not close this frame, which would then hold the annotated scope around it open.
+        return target <= table.max_id && table.states[target].load(std::memory_order_relaxed) == kXRayWanted &&
+               xray_entry_patched(*table.functions[target]);
     });
     if (stays) thread.frames[depth - 1].tail = true;
     else xray_pop(thread, table);
