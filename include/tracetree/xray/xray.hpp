@@ -181,6 +181,9 @@ struct XRayThread {
     // Read by sweeps on other threads (which ids are open); the frames are the owner's alone.
     std::atomic<std::uint32_t> depth{0};
     std::atomic<std::int32_t> ids[kXRayMaxFrames];
+    // A function that has just jumped to another (a tail call) whose entry has not come yet: its
+    // targets are kept patched, so that the entry comes and closes its frame.
+    std::atomic<std::int32_t> tail_from{0};
     XRayFrame frames[kXRayMaxFrames];
     // The handler, or code it calls, is running: their own XRay events are not recorded.
     bool inside = false;
@@ -312,6 +315,10 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
                 const std::int32_t id = thread->ids[i].load(std::memory_order_relaxed);
                 if (id > 0 && static_cast<std::size_t>(id) < state.open.size()) state.open[static_cast<std::size_t>(id)] = 1;
             }
+            const std::int32_t from = thread->tail_from.load(std::memory_order_acquire);
+            if (from > 0 && static_cast<std::size_t>(from) < state.functions.size())
+                for (const std::int32_t target : state.functions[static_cast<std::size_t>(from)]->direct.tails)
+                    if (target > 0 && static_cast<std::size_t>(target) < state.open.size()) state.open[static_cast<std::size_t>(target)] = 1;
         }
     }
     std::vector<std::int32_t> done;
@@ -393,6 +400,7 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     thread.frames[depth].sp = sp;
     thread.frames[depth].tail = false;
     thread.depth.store(depth + 1, std::memory_order_release);  // published before the state is read
+    thread.tail_from.store(0, std::memory_order_release);  // this function is on the stack now, if it was the target
     if (table.fence) std::atomic_thread_fence(std::memory_order_seq_cst);
     else std::atomic_signal_fence(std::memory_order_seq_cst);  // the unpatching thread's membarrier is the fence
     const std::uint8_t state = table.states[id].load(std::memory_order_relaxed);
@@ -408,6 +416,7 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
 
 [[clang::xray_never_instrument]] inline void xray_exit(XRayThread& thread, const XRayTable& table, std::int32_t id,
                                                       std::uintptr_t sp) noexcept {
+    thread.tail_from.store(0, std::memory_order_relaxed);  // a tail call's target, if any, has returned
     std::uint32_t depth = thread.depth.load(std::memory_order_relaxed);
     // Frames below this one, or at its stack pointer for another function, have returned without exit events.
     const auto returned = [&](std::uint32_t d) {
@@ -444,6 +453,11 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
         depth = xray_pop(thread, table);
     if (depth == 0 || thread.frames[depth - 1].sp != sp || thread.ids[depth - 1].load(std::memory_order_relaxed) != id) return;
     const auto& targets = table.functions[id]->direct.tails;
+    // Published before the targets' states are read, as an entry is before its own: a sweep after
+    // the unpatching thread's barrier sees it and keeps them patched, or this reads them draining.
+    thread.tail_from.store(id, std::memory_order_release);
+    if (table.fence) std::atomic_thread_fence(std::memory_order_seq_cst);
+    else std::atomic_signal_fence(std::memory_order_seq_cst);
     const bool stays = std::any_of(targets.begin(), targets.end(), [&](std::int32_t target) {
         // Wanted and already patched (others: not XRay). A session's start marks its functions
         // wanted, then patches them one by one: a target not patched yet sends no entry, and its
@@ -451,8 +465,12 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
         return target <= table.max_id && table.states[target].load(std::memory_order_relaxed) == kXRayWanted &&
                xray_entry_patched(*table.functions[target]);
     });
-    if (stays) thread.frames[depth - 1].tail = true;
-    else xray_pop(thread, table);
+    if (stays) {
+        thread.frames[depth - 1].tail = true;
+    } else {
+        thread.tail_from.store(0, std::memory_order_relaxed);
+        xray_pop(thread, table);
+    }
 }
 
 // ---- signal handlers ---------------------------------------------------------------------------------
