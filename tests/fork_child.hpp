@@ -48,20 +48,18 @@ inline int exit_status(pid_t pid) {
     const int watch = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
     REQUIRE(watch >= 0);
     pollfd ended{watch, POLLIN, 0};
+    bool in_sanitizer = false;
     if (poll(&ended, 1, 20000) == 0) {
-        const bool sanitizer = sanitizers::kThread && spins(pid);
+        in_sanitizer = sanitizers::kThread && spins(pid);
         kill(pid, SIGALRM);
-        if (sanitizer) {
-            MESSAGE("child " << pid << " spun for 20 s (ThreadSanitizer's allocator lock after fork): not counted");
-            close(watch);
-            int status = 0;
-            REQUIRE(waitpid(pid, &status, 0) == pid);
-            return 0;
-        }
     }
     close(watch);
     int status = 0;
     REQUIRE(waitpid(pid, &status, 0) == pid);
+    if (in_sanitizer) {
+        MESSAGE("child " << pid << " spun for 20 s (ThreadSanitizer's allocator lock after fork): not counted");
+        return 0;
+    }
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
     return WEXITSTATUS(status);
 }

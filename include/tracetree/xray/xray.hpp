@@ -381,6 +381,13 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     return top;
 }
 
+// Between what a thread publishes for sweeps (a frame, a tail call) and its read of the functions'
+// states: the unpatching thread's membarrier is the fence, or this thread fences itself.
+[[clang::xray_never_instrument]] inline void xray_published(const XRayTable& table) noexcept {
+    if (table.fence) std::atomic_thread_fence(std::memory_order_seq_cst);
+    else std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
 [[clang::xray_never_instrument]] inline void xray_enter(XRayThread& thread, const XRayTable& table, std::int32_t id,
                                                        std::uintptr_t sp) noexcept {
     std::uint32_t depth = thread.depth.load(std::memory_order_relaxed);
@@ -401,8 +408,7 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     thread.frames[depth].tail = false;
     thread.depth.store(depth + 1, std::memory_order_release);  // published before the state is read
     thread.tail_from.store(0, std::memory_order_release);  // this function is on the stack now, if it was the target
-    if (table.fence) std::atomic_thread_fence(std::memory_order_seq_cst);
-    else std::atomic_signal_fence(std::memory_order_seq_cst);  // the unpatching thread's membarrier is the fence
+    xray_published(table);
     const std::uint8_t state = table.states[id].load(std::memory_order_relaxed);
     if (state != kXRayWanted) {  // still patched, for sessions that have ended: taken back
         thread.depth.store(depth, std::memory_order_relaxed);
@@ -456,8 +462,7 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     // Published before the targets' states are read, as an entry is before its own: a sweep after
     // the unpatching thread's barrier sees it and keeps them patched, or this reads them draining.
     thread.tail_from.store(id, std::memory_order_release);
-    if (table.fence) std::atomic_thread_fence(std::memory_order_seq_cst);
-    else std::atomic_signal_fence(std::memory_order_seq_cst);
+    xray_published(table);
     const bool stays = std::any_of(targets.begin(), targets.end(), [&](std::int32_t target) {
         // Wanted and already patched (others: not XRay). A session's start marks its functions
         // wanted, then patches them one by one: a target not patched yet sends no entry, and its
@@ -506,19 +511,20 @@ inline void xray_find_sigreturn() noexcept {  // at each change of sessions: a h
     // An idle function's events come while a large set is patched all at once (every function is,
     // until the idle ones go back): dropped before the thread joins or publishes anything.
     if (id <= 0 || id > table.max_id || table.states[id].load(std::memory_order_relaxed) == kXRayIdle) return;
-    const std::uintptr_t offset = type == XRayEntryType::EXIT ? table.exit_offset
-                                  : type == XRayEntryType::TAIL ? table.tail_offset
-                                                                : table.entry_offset;
-    if (xray_signal_handler(cfa + offset)) return;
+    // The function's stack pointer at its entry (where its return address is), from the trampoline's.
+    const std::uintptr_t sp = cfa + (type == XRayEntryType::EXIT   ? table.exit_offset
+                                     : type == XRayEntryType::TAIL ? table.tail_offset
+                                                                   : table.entry_offset);
+    if (xray_signal_handler(sp)) return;
     XRayThread* thread = xray_thread();
     if (thread == nullptr && (thread = xray_join()) == nullptr) return;
     if (thread->inside) return;
     thread->inside = true;
     switch (type) {
     case XRayEntryType::ENTRY:
-    case XRayEntryType::LOG_ARGS_ENTRY: xray_enter(*thread, table, id, cfa + table.entry_offset); break;
-    case XRayEntryType::EXIT: xray_exit(*thread, table, id, cfa + table.exit_offset); break;
-    case XRayEntryType::TAIL: xray_tail(*thread, table, id, cfa + table.tail_offset); break;
+    case XRayEntryType::LOG_ARGS_ENTRY: xray_enter(*thread, table, id, sp); break;
+    case XRayEntryType::EXIT: xray_exit(*thread, table, id, sp); break;
+    case XRayEntryType::TAIL: xray_tail(*thread, table, id, sp); break;
     default: break;
     }
     thread->inside = false;
