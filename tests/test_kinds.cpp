@@ -235,8 +235,20 @@ TEST_CASE("monitor: calls, failures, min and max per interval, for each matching
     CHECK(rows.size() == 2);  // throwing() was not called in this interval
     CHECK(rows["kinds::leaf()"].calls == 1);
     CHECK(rows["kinds::leaf()"].max == 1ms);
+    kinds::middle(2);  // in the interval under way when the monitor stops: kept, cut short
+    monitor.stop();
+    const auto last = monitor.next();
+    REQUIRE(last.has_value());
+    REQUIRE(last->rows.size() == 2);
+    for (const auto& row : last->rows) CHECK(row.calls == 1);
+    CHECK(last->start == second->end);
+    CHECK_FALSE(monitor.next().has_value());
     monitor.stop();
     CHECK_FALSE(monitor.next().has_value());
+
+    tracetree::Monitor idle(tracetree::MonitorRequest("kinds::*").interval(1ms));
+    idle.stop();  // nothing called: no interval to give
+    CHECK_FALSE(idle.next().has_value());
 }
 
 TEST_CASE("monitor: one that takes a stopped monitor's place counts its own calls only") {

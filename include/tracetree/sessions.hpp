@@ -156,8 +156,8 @@ public:
     Monitor(Monitor&&) noexcept = default;
     Monitor& operator=(Monitor&& other) noexcept;
     ~Monitor();
-    // Waits for the current interval to end and returns it (the next one starts at once); nothing once
-    // stopped.
+    // Waits for the current interval to end and returns it (the next one starts at once). Once stopped:
+    // the interval stop() cut short, if a call ended in it (its `end` says when), then nothing.
     std::optional<MonitorInterval> next();
     void stop();  // wakes a waiting next()
 

@@ -561,10 +561,22 @@ TEST_CASE("a limit on waiting calls (503), cancellation, shutdown, and bounded o
     already.cancel->cancel();
     CHECK(contains(handler.handle(already).body, "Cancelled after"));
 
+    AdminRequest counting = get("/monitor?pattern=admin_work::leaf&interval=100&n=3");
+    counting.cancel = std::make_shared<tracetree::CancelToken>();
+    Call cancelled_monitor(handler, counting);
+    REQUIRE(handler.wait_for_waiting(1, 20s));
+    for (int i = 0; i < 3; ++i) admin_work::work(i);
+    counting.cancel->cancel();  // the calls of the interval under way are answered, not lost
+    const std::string& cut_short = cancelled_monitor.result().body;
+    CHECK(contains(cut_short, " admin_work  leaf    3 "));
+    CHECK(contains(cut_short, "s: 1 of 3 interval(s) of 'admin_work::leaf', the last one cut short."));
+
     Call monitor(handler, get("/monitor?pattern=x&interval=100&n=3"));
     REQUIRE(handler.wait_for_waiting(1, 20s));
     handler.shutdown();  // the server stops: waiting calls end, later ones are refused
-    CHECK(contains(monitor.result().body, "Cancelled after"));
+    const std::string& stopped = monitor.result().body;
+    CHECK(contains(stopped, "Cancelled after"));
+    CHECK(contains(stopped, "s: 0 of 3 interval(s) of 'x'."));
     CHECK(handler.handle(get("/trace?pattern=x")).status == 503);
 
     const auto invalid = [](auto change) {

@@ -857,7 +857,7 @@ TRACETREE_DETAIL_RUNTIME_API const std::vector<Endpoint>& Table::endpoints() {
           {pattern_field, regex_field, {"interval", "interval (s)", "1"}, {"n", "intervals", "5"}}, "Monitor"},
          "Arthas `monitor -c interval -n n` (`interval * n` at most `max_timeout`): one table per interval (timestamp, "
          "class, method, total, success, fail, avg/min/max-rt, fail-rate), a row per matching scope called in it; "
-         "returned when the last interval ends"},
+         "returned when the last interval ends; cancelled, with the interval under way cut short"},
         {"profile", "GET", {{"format", Param::choice, "text|human|folded|svg|json|html"}, {"threads", Param::flag}},
          &H::on_profile, {},
          "the cumulative profile, merged or per thread: Arthas text, the aligned table, folded stacks (flamegraph.pl, "
@@ -1195,7 +1195,7 @@ TRACETREE_DETAIL_RUNTIME_API AdminResponse AdminHandler::on_wait(const AdminRequ
         return false;
     };
     std::size_t got = 0, monitor_rows = 0;
-    bool cut = false;
+    bool cut = false, cut_short = false;
     Outcome outcome = Outcome::complete;
 
     // Collects up to n values from a session until the deadline, the cancel or shutdown.
@@ -1230,15 +1230,17 @@ TRACETREE_DETAIL_RUNTIME_API AdminResponse AdminHandler::on_wait(const AdminRequ
             std::optional<MonitorInterval> interval = monitor.next();
             if (!interval || (cut = !add(*interval, got))) break;
             monitor_rows += interval->rows.size();
+            cut_short = waiter.was_cancelled();  // stopped by a cancel or shutdown: the interval under way
         }
         waiter.release();
-        outcome = cut ? Outcome::cut : got == n ? Outcome::complete : Outcome::cancelled;
+        outcome = cut ? Outcome::cut : got == n && !cut_short ? Outcome::complete : Outcome::cancelled;
     }
 
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const std::string what = std::to_string(got) + " of " + std::to_string(n) + (is_monitor ? " interval(s)" : " invocation(s)") +
                              " of '" + detail::views::plain_text(pattern) + "'" +
-                             (is_monitor || cost_ms == 0 ? std::string() : " costing at least " + number(cost_ms) + " ms");
+                             (is_monitor || cost_ms == 0 ? std::string() : " costing at least " + number(cost_ms) + " ms") +
+                             (cut_short ? ", the last one cut short" : "");
     const char* kind = endpoint == "trace" ? "traces" : endpoint == "stack" ? "stacks" : endpoint == "watch" ? "watches" : "intervals";
     std::string& body = values.text();
     if (as_json) {

@@ -21,6 +21,7 @@
 #include <functional>          // a trace session's callback
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <new>                 // a forked child's condition variables, made anew
 #include <stdexcept>           // std::invalid_argument: too many sessions
 #include <string>
@@ -66,6 +67,7 @@ struct SessionState {
     std::vector<const SiteInfo*> monitored;  // monitor: the sites it watches
     std::chrono::steady_clock::time_point interval_start;
     std::chrono::system_clock::time_point interval_wall_start;
+    std::optional<MonitorInterval> last_interval;  // monitor: the one stop() cut short, until next() takes it
     std::uint32_t callbacks_running = 0;  // stop() waits for them: the callback may use the caller's stack
     bool stopped = false;
 

@@ -162,8 +162,56 @@ TRACETREE_DETAIL_RUNTIME_API Monitor& Monitor::operator=(Monitor&& other) noexce
     return *this;
 }
 TRACETREE_DETAIL_RUNTIME_API Monitor::~Monitor() { stop(); }
+
+namespace detail {
+// The calls counted in `slot`'s cells since the interval began, taken: the cells start again.
+inline MonitorInterval take_interval(SessionState& s, int slot) {
+    MonitorInterval interval;
+    interval.start = s.interval_wall_start;
+    interval.end = std::chrono::system_clock::now();
+    s.interval_start = std::chrono::steady_clock::now();
+    s.interval_wall_start = interval.end;
+    if (slot < 0) return interval;
+    const double ratio = runtime().ns_per_tick();
+    for (const SiteInfo* info : s.monitored) {
+        const InternedSite& site = interned(info);
+        MonitorCells* cells = site.monitors.load(std::memory_order_acquire);
+        if (cells == nullptr) continue;
+        MonitorCell& cell = cells->cells[slot];
+        if (cell.owner.load() != &s) continue;  // another monitor took the slot after this one stopped
+        MonitorRow row;
+        row.calls = cell.calls.exchange(0, std::memory_order_relaxed);
+        row.failed = cell.failed.exchange(0, std::memory_order_relaxed);
+        row.total = to_nanos(cell.total.exchange(0, std::memory_order_relaxed), ratio);
+        const std::uint64_t min = cell.min.exchange(~std::uint64_t{0}, std::memory_order_relaxed);
+        const std::uint64_t max = cell.max.exchange(0, std::memory_order_relaxed);
+        if (row.calls == 0) continue;
+        row.min = to_nanos(min, ratio);
+        row.max = std::max(row.min, to_nanos(max, ratio));
+        row.name = site.name;
+        row.file = site.file;
+        row.line = site.line;
+        interval.rows.push_back(std::move(row));
+    }
+    return interval;
+}
+}  // namespace detail
+
+// The interval under way is kept, cut short, for next(): calls counted before a program's exit or a
+// cancelled request are not lost.
 TRACETREE_DETAIL_RUNTIME_API void Monitor::stop() {
-    if (state_) detail::stop(*state_);
+    if (!state_) return;
+    detail::SessionState& s = *state_;
+    const int slot = s.slot.load(std::memory_order_relaxed);
+    detail::runtime().stop_session(s);  // nothing more counted in its cells
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        if (!s.stopped && slot >= 0) {
+            MonitorInterval last = detail::take_interval(s, slot);
+            if (!last.rows.empty()) s.last_interval = std::move(last);
+        }
+    }
+    detail::stop(s);
 }
 
 TRACETREE_DETAIL_RUNTIME_API std::optional<MonitorInterval> Monitor::next() {
@@ -172,35 +220,8 @@ TRACETREE_DETAIL_RUNTIME_API std::optional<MonitorInterval> Monitor::next() {
     std::unique_lock<std::mutex> lock(s.mutex);
     const auto end = s.interval_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(s.interval);
     s.changed.wait_until(lock, end, [&] { return s.stopped; });
-    if (s.stopped) return std::nullopt;
-    MonitorInterval interval;
-    interval.start = s.interval_wall_start;
-    interval.end = std::chrono::system_clock::now();
-    s.interval_start = std::chrono::steady_clock::now();
-    s.interval_wall_start = interval.end;
-    const double ratio = detail::runtime().ns_per_tick();
-    for (const detail::SiteInfo* info : s.monitored) {
-        const detail::InternedSite& site = detail::interned(info);
-        detail::MonitorCells* cells = site.monitors.load(std::memory_order_acquire);
-        const int slot = s.slot.load(std::memory_order_relaxed);
-        if (cells == nullptr || slot < 0) continue;
-        detail::MonitorCell& cell = cells->cells[slot];
-        if (cell.owner.load() != &s) continue;
-        MonitorRow row;
-        row.calls = cell.calls.exchange(0, std::memory_order_relaxed);
-        row.failed = cell.failed.exchange(0, std::memory_order_relaxed);
-        row.total = detail::to_nanos(cell.total.exchange(0, std::memory_order_relaxed), ratio);
-        const std::uint64_t min = cell.min.exchange(~std::uint64_t{0}, std::memory_order_relaxed);
-        const std::uint64_t max = cell.max.exchange(0, std::memory_order_relaxed);
-        if (row.calls == 0) continue;
-        row.min = detail::to_nanos(min, ratio);
-        row.max = std::max(row.min, detail::to_nanos(max, ratio));
-        row.name = site.name;
-        row.file = site.file;
-        row.line = site.line;
-        interval.rows.push_back(std::move(row));
-    }
-    return interval;
+    if (s.stopped) return std::exchange(s.last_interval, std::nullopt);
+    return detail::take_interval(s, s.slot.load(std::memory_order_relaxed));
 }
 
 TRACETREE_DETAIL_RUNTIME_API FlightRecorder::FlightRecorder(const RecorderRequest& request) {
