@@ -23,8 +23,9 @@
 //                                  admin calls wait (trace, stack, watch, monitor): no child hangs, each
 //                                  records and renders, every 10th serves a listener of its own
 //                                  (restart_admin()); none reads the executable's function table again
-//   admin-hosts exit-answers       (TRACETREE_ADMIN=127.0.0.1:0) a trace call waits when the program
-//                                  returns from main: it answers 200 with the two invocations it has
+//   admin-hosts exit-answers       (TRACETREE_ADMIN=127.0.0.1:0) a trace and a monitor call wait when
+//                                  the program returns from main: they answer 200 with the two
+//                                  invocations, and the interval under way, they have
 #include <tracetree/admin/server.hpp>
 #include <tracetree/render.hpp>
 #include <tracetree/runtime/stack.hpp>  // executable_functions_read(): fork-waiting's children
@@ -396,14 +397,14 @@ void daemon_case(const char* self, bool restart) {
 
 // ---- exit-answers ---------------------------------------------------------------------------------
 
-// The host, a program of its own: says its listener's port, waits for one call to wait, records
-// twice what the call traces, and returns from main; the listener stops at exit.
+// The host, a program of its own: says its listener's port, waits for two calls to wait, records
+// twice what they trace and monitor, and returns from main; the listener stops at exit.
 int exit_host() {
     const int port = environment_port();
     std::printf("port %d\n", port);
     std::fflush(stdout);
     auto& listener = tracetree::detail::admin::EnvironmentListener::get();
-    if (port == 0 || !listener.server->handler().wait_for_waiting(1, std::chrono::milliseconds(kBoundMs))) return 3;
+    if (port == 0 || !listener.server->handler().wait_for_waiting(2, std::chrono::milliseconds(kBoundMs))) return 3;
     admin_work();
     admin_work();
     return 0;
@@ -426,7 +427,10 @@ void exit_answers(const char* self) {
         line += c;
     }
     const int port = line.compare(0, 5, "port ") == 0 ? std::atoi(line.c_str() + 5) : 0;
+    std::string monitored;
+    std::thread monitor([&] { monitored = get(port, "/debug/tracetree/monitor?pattern=admin_work&interval=100&n=2"); });
     const std::string answer = get(port, "/debug/tracetree/trace?pattern=admin_work&n=5&timeout=300");
+    monitor.join();
     int status = 0;
     ::waitpid(host, &status, 0);
     ::close(out[0]);
@@ -436,6 +440,10 @@ void exit_answers(const char* self) {
     check(status_of(answer) == 200 && answer.find("Cancelled after") != std::string::npos &&
               answer.find("2 of 5 invocation(s) of 'admin_work'") != std::string::npos,
           "the call waiting at the program's exit answers 200 with what it collected");
+    std::printf("%s\n", monitored.c_str());
+    check(status_of(monitored) == 200 && monitored.find(" admin_work  2 ") != std::string::npos &&
+              monitored.find("1 of 2 interval(s) of 'admin_work', the last one cut short.") != std::string::npos,
+          "the monitor waiting at the program's exit answers with the interval under way");
 }
 
 // ---- fork-waiting ---------------------------------------------------------------------------------
