@@ -3,6 +3,7 @@
 // waits for timing: the checks are on what must hold whatever the interleaving.
 #include "traced_code.hpp"
 #include "xray_support.hpp"
+#include "../fork_child.hpp"
 
 #include <doctest/doctest.h>
 
@@ -121,4 +122,33 @@ TEST_CASE("a forked child forgets the parent's other threads: what they ran is u
     g_fork_stage = 2;
     inside.join();
     CHECK(tracetree::xray::status().patched == 0);
+}
+
+// fork() takes XRay's locks in a handler registered after the runtime's, so it runs first; a thread
+// telling the listeners of a session change held the runtime's listeners' lock while XRay's listener
+// waited for XRay's: each held what the other waited for, and the forking thread hung for ever
+// (redis froze at its first BGSAVE while sessions were started and stopped). The forks run in a
+// process of their own, whose parent here waits for it with a bound: a hang fails the test.
+TEST_CASE("fork() while other threads start and stop sessions does not hang") {
+    const pid_t host = fork();
+    if (host == 0) {
+        std::atomic<bool> done{false};
+        const auto churn = [&done](const char* pattern) {
+            while (!done.load()) tracetree::Monitor monitor{tracetree::MonitorRequest(pattern)};
+        };
+        std::thread first(churn, "xtest::call"), second(churn, "xtest::*");
+        int failed = 0;
+        for (int round = 0; round < 200; ++round) {
+            const pid_t child = fork();
+            if (child == 0) _exit(0);
+            int status = 0;
+            if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                ++failed;
+        }
+        done = true;
+        first.join();
+        second.join();
+        _exit(failed == 0 ? 0 : 1);
+    }
+    CHECK(fork_child::exit_status(host) == 0);
 }

@@ -171,6 +171,7 @@ public:
     // or stopped a session, after the set of sessions changed; running() says what it is now.
     using Listener = void (*)(void* context);
     void listen(Listener listener, void* context) {
+        std::lock_guard<std::mutex> notifying(notify_mutex_);
         std::lock_guard<std::mutex> lock(listeners_mutex_);
         listeners_.emplace_back(listener, context);
         listened_.store(true, std::memory_order_relaxed);
@@ -182,13 +183,17 @@ public:
         return std::any_of(std::begin(slots_), std::end(slots_), [](const auto& session) { return session && session->captures(); });
     }
     void unlisten(Listener listener, void* context) {
+        std::lock_guard<std::mutex> notifying(notify_mutex_);
         std::lock_guard<std::mutex> lock(listeners_mutex_);
         listeners_.erase(std::remove(listeners_.begin(), listeners_.end(), std::make_pair(listener, context)),
                          listeners_.end());
     }
     void notify_listeners() {
-        // Serialised, so that a listener sees the changes in the order they happened.
-        std::lock_guard<std::mutex> lock(listeners_mutex_);
+        // Serialised, so that a listener sees the changes in the order they happened, by a lock that
+        // fork() does not take: a listener waits for locks of its own, which a fork handler registered
+        // after the runtime's (xray.hpp's, so run before it) may hold while it waits for this registry's.
+        // The list changes only under both locks, so this one is enough to read it.
+        std::lock_guard<std::mutex> lock(notify_mutex_);
         for (const auto& listener : listeners_) listener.first(listener.second);
     }
 
@@ -218,6 +223,7 @@ public:
         alive_mutex_.unlock();
         mutex_.unlock();
         listeners_mutex_.unlock();
+        if (child) new (&notify_mutex_) std::mutex();  // a thread of the parent may have held it: gone here
     }
     // Last, when every lock of the recorder is free again: a session let go here runs its callback's
     // destructor, which is the program's code.
@@ -297,6 +303,7 @@ private:
     std::atomic<std::uint32_t> epoch_seen_{1};  // epoch_, read without the lock
     std::atomic<std::uint32_t> running_{0};     // sessions in slots_
 
+    std::mutex notify_mutex_;     // held while the listeners run; before listeners_mutex_; not taken by fork()
     std::mutex listeners_mutex_;  // taken before mutex_ (a listener asks for running())
     std::vector<std::pair<Listener, void*>> listeners_;
     std::atomic<bool> listened_{false};  // ever: a program without instrumentation never unwinds for it
