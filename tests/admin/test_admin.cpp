@@ -10,6 +10,7 @@
 #include <tracetree/admin/handler.hpp>
 #include <tracetree/tracetree.hpp>
 #include <tracetree/views.hpp>  // read_trace_json: answers read back as the views read them
+#include <tracetree/runtime/symbols.hpp>  // g_xray_rows: a program whose XRay could not install
 
 #include <chrono>
 #include <cstdlib>  // std::getenv: TRACETREE_UPDATE_GOLDEN
@@ -167,6 +168,15 @@ TEST_CASE("trace: Arthas text, JSON and a page, n invocations or the timeout") {
     CHECK(contains(handler.handle(get("/monitor?pattern=admin_work::wrok&interval=0.5&n=1")).body,
                    "No scope run so far matches 'admin_work::wrok'; closest: "));
     CHECK_FALSE(contains(handler.handle(get("/stack?pattern=leaf&timeout=0.05&cost=60000")).body, "No scope run"));
+    // A program with XRay that could not install it (helper-36: redis's -flto objects beside a control.o
+    // built without LTO): a call that got nothing says why, rather than only that it timed out.
+    tracetree::detail::g_xray_rows.store([](std::vector<tracetree::detail::XRayRow>&) {
+        throw std::runtime_error("tracetree: XRay: the probe functions of tracetree/xray/xray.hpp have no sleds");
+    });
+    const std::string uninstalled = handler.handle(get("/trace?pattern=admin_work::work&timeout=0.05&cost=60000")).body;
+    tracetree::detail::g_xray_rows.store(nullptr);
+    CHECK(contains(uninstalled, "\nNo function of the program was patched: tracetree: XRay: the probe functions of "
+                                "tracetree/xray/xray.hpp have no sleds (docs/xray.md).\n"));
     const AdminResponse page = handler.handle(get("/trace?pattern=%3Cscript%3E&timeout=0.01&format=html"));
     CHECK(page.content_type == "text/html; charset=utf-8");
     CHECK(contains(page.body, "&lt;script&gt;"));

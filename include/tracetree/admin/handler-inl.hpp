@@ -661,6 +661,25 @@ inline const std::vector<std::string>& program_names() {
     return names;
 }
 
+// For a call that got nothing in a program with XRay that could not install it (a control file built
+// without the LTO mode of the rest, say): why, since no function of the program was patched.
+inline std::string xray_failure_note() noexcept {
+    auto* const rows_of = g_xray_rows.load();
+    if (rows_of == nullptr) return "";
+    try {
+        std::vector<XRayRow> rows;
+        rows_of(rows);
+        return "";
+    } catch (const std::exception& e) {
+        try {
+            return std::string("No function of the program was patched: ") + e.what() + " (docs/xray.md).\n";
+        } catch (...) {
+        }
+    } catch (...) {
+    }
+    return "";
+}
+
 // Edits between two names, letters compared without case.
 inline std::size_t edit_distance(std::string_view a, std::string_view b) {
     std::vector<std::size_t> row(b.size() + 1);
@@ -1263,7 +1282,7 @@ TRACETREE_DETAIL_RUNTIME_API AdminResponse AdminHandler::on_wait(const AdminRequ
         body += "Cut at " + std::to_string(options_.max_body) + " bytes (AdminOptions::max_body): " + what +
                 "; the next did not fit.\n";
     if (is_monitor ? got > 0 && monitor_rows == 0 : got == 0 && outcome == Outcome::timed_out)
-        body += detail::admin::unmatched_note(pattern, regex);
+        body += detail::admin::unmatched_note(pattern, regex) + detail::admin::xray_failure_note();
     return answer(format, options_.prefix, endpoint + " " + pattern, body, "");
 }
 
