@@ -218,21 +218,17 @@ public:
             return nullptr;
         }
         HandoffPath& path = record->path;
-        // The outermost levels are kept: counted first, then the innermost ones past the limit skipped.
+        // The outermost levels are kept: in one walk from the innermost, the last kMaxDepth seen.
+        constexpr std::uint32_t kept = HandoffPath::kMaxDepth;
+        const SiteInfo* last[kept];
         std::uint32_t open = 0;
-        state.open_scopes([&](const SiteInfo*) { ++open; });
-        std::uint32_t skip = open > HandoffPath::kMaxDepth ? open - HandoffPath::kMaxDepth : 0;
-        path.cut = skip != 0;
-        path.depth = open - skip;
-        std::uint32_t at = path.depth;
-        state.open_scopes([&](const SiteInfo* site) {
-            if (skip != 0) {
-                --skip;
-                return;
-            }
-            const InternedSite& known = interned(site);  // a path continued here is the original's
-            path.sites[--at] = known.continues != nullptr ? known.continues : &known;
-        });
+        state.open_scopes([&](const SiteInfo* site) { last[open++ % kept] = site; });
+        path.cut = open > kept;
+        path.depth = path.cut ? kept : open;
+        for (std::uint32_t level = 0; level < path.depth; ++level) {
+            const InternedSite& known = interned(last[(open - 1 - level) % kept]);  // a path continued here is the original's
+            path.sites[level] = known.continues != nullptr ? known.continues : &known;
+        }
         if (state.capture_depth != 0 || state.capture_waits()) {
             if (!path.cut) gather_into(state, path);
         } else if (state.continuing != nullptr && state.continuing_level < path.depth) {
@@ -730,7 +726,7 @@ private:
                     bool fake_clock) noexcept {
         Arena& arena = state.arena;
         const InternedSite* site = wait_site(known, name);
-        std::uint32_t index = site != nullptr ? arena.find(arena.cur_index, site) : 0;
+        std::uint32_t index = site != nullptr ? child(arena, site) : 0;
         if (site != nullptr && index == 0) index = state.current->add(arena, arena.cur_index, site);
         if (index == 0) return (void)state.drop(1);
         const std::uint64_t now = clock_.now(fake_clock);
@@ -741,10 +737,19 @@ private:
         if (waited < node.min.load(std::memory_order_relaxed)) node.min.store(waited, std::memory_order_relaxed);
         if (waited > node.max.load(std::memory_order_relaxed)) node.max.store(waited, std::memory_order_relaxed);
     }
+    // The current node's child for `site`, 0: none yet. First the node made right after it, as
+    // Arena::enter tries it: a path's levels and its wait are made one after the other when it is
+    // first entered, and so are a coroutine's co-scopes.
+    static std::uint32_t child(const Arena& arena, const SiteInfo* site) noexcept {
+        const std::uint32_t next = arena.cur_index + 1;
+        const NodeRecord* node = arena.cur + 1;
+        if ((next & kChunkMask) != 0 && node->site == site && node->parent == arena.cur_index) return next;
+        return arena.find(arena.cur_index, site);
+    }
     // The child of the current node for `site`, made current; false when the tree is full.
     static bool enter_node(ThreadState& state, const SiteInfo* site) noexcept {
         Arena& arena = state.arena;
-        std::uint32_t index = arena.find(arena.cur_index, site);
+        std::uint32_t index = child(arena, site);
         if (index == 0) index = state.current->add(arena, arena.cur_index, site);
         if (index == 0) return false;
         arena.cur = arena.at(index);
