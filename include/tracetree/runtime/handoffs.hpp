@@ -397,7 +397,8 @@ public:
         enter_segment(state, *gather, *state.coroutine);
         return true;
     }
-    bool enter_suspendable(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
+    // Inline (g++ otherwise calls it): each co-scope's entry and end are one call out of its frame.
+    TRACETREE_DETAIL_INLINE bool enter_suspendable(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
         Arena& arena = state.arena;
         const bool top = scope.trace != nullptr || arena.cur == state.coroutine_top;  // a trace starts only there
         if (!enter_node(state, info)) return not_entered(state, scope);
@@ -433,7 +434,7 @@ public:
     // later may outlive its place). Its trace, if it started one, is let go: delivered when the last
     // resumption's part of it and the work handed off from it are done (the caller gives back the
     // co-scope's reference to it, after this).
-    bool leave_suspendable(ThreadState& state, const SuspendableScope& scope, std::uint64_t& elapsed) noexcept {
+    TRACETREE_DETAIL_INLINE bool leave_suspendable(ThreadState& state, const SuspendableScope& scope, std::uint64_t& elapsed) noexcept {
         Arena& arena = state.arena;
         if (state.retired.load()) return false;
         if (scope.coroutine != state.coroutine) return state.drop(1), false;  // a frame destroyed elsewhere
@@ -442,8 +443,12 @@ public:
             // operators spawn on the parent's executor) close theirs in any order.
             CoroutineState& coroutine = *scope.coroutine;
             PlaceLock lock = locked(coroutine);
+            const std::uint32_t innermost = coroutine.open - 1;
             if (coroutine.open > HandoffPath::kMaxDepth) {
                 --coroutine.open;
+            } else if (coroutine.open != 0 && coroutine.open_sites[innermost] == scope.entered && coroutine.traced == nullptr &&
+                       coroutine.watched == nullptr) {
+                coroutine.open = innermost;  // the usual order, nothing traced or watched: no search, nothing moves
             } else {
                 std::uint32_t at = coroutine.open;
                 // Not the traced or watched one's entry unless it is this: their levels must stay theirs.
