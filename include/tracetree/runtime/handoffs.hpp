@@ -732,7 +732,7 @@ private:
         Arena& arena = state.arena;
         const InternedSite* site = wait_site(known, name);
         std::uint32_t index = site != nullptr ? child(arena, site) : 0;
-        if (site != nullptr && index == 0) index = state.current->add(arena, arena.cur_index, site);
+        if (site != nullptr && index == 0) index = add_node(state, site);
         if (index == 0) return (void)state.drop(1);
         const std::uint64_t now = clock_.now(fake_clock);
         const std::uint64_t waited = now > since ? now - since : 0;  // another core's counter may lag
@@ -752,15 +752,18 @@ private:
         return arena.find(arena.cur_index, site);
     }
     // The child of the current node for `site`, made current; false when the tree is full.
-    static bool enter_node(ThreadState& state, const SiteInfo* site) noexcept {
+    // Inline, with the node's making out of line: a path's levels and a co-scope enter it each time.
+    TRACETREE_DETAIL_INLINE static bool enter_node(ThreadState& state, const SiteInfo* site) noexcept {
         Arena& arena = state.arena;
         std::uint32_t index = child(arena, site);
-        if (index == 0) index = state.current->add(arena, arena.cur_index, site);
-        if (index == 0) return false;
+        if (index == 0 && (index = add_node(state, site)) == 0) return false;
         arena.cur = arena.at(index);
         arena.cur_index = index;
         ++arena.depth;
         return true;
+    }
+    TRACETREE_DETAIL_COLD static std::uint32_t add_node(ThreadState& state, const SiteInfo* site) noexcept {
+        return state.current->add(state.arena, state.arena.cur_index, site);
     }
     // here() inside a capture: the path refers to the capture's Gather (made once), which waits for it.
     static void gather_into(ThreadState& state, HandoffPath& path) noexcept {
@@ -805,6 +808,9 @@ private:
     }
     const InternedSite* wait_site(std::atomic<const InternedSite*>& known, const char* name) noexcept {
         if (const InternedSite* site = known.load(std::memory_order_acquire)) return site;
+        return make_wait_site(known, name);
+    }
+    TRACETREE_DETAIL_COLD const InternedSite* make_wait_site(std::atomic<const InternedSite*>& known, const char* name) noexcept {
         try {
             const InternedSite* made = sites_.intern(SiteKind::scope, name, "", 0, nullptr);
             known.store(made, std::memory_order_release);
