@@ -368,7 +368,7 @@ struct Arena {
     // in another tree than the one it was asked under: a capture's).
     Entered entered_at(NodeRecord* node) const noexcept { return {node, node != nullptr ? at(node->parent) : nullptr}; }
 
-    void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
+    TRACETREE_DETAIL_INLINE void leave(NodeRecord* node, std::uint64_t elapsed, unsigned int uncaught_at_entry) noexcept {
         leave(node, at(node->parent), elapsed, *uncaught > uncaught_at_entry);
     }
     // The node left last, for the next enter(): the current one, when the arena moves to another tree.

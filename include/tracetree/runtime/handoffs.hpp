@@ -218,21 +218,17 @@ public:
             return nullptr;
         }
         HandoffPath& path = record->path;
-        // The outermost levels are kept: counted first, then the innermost ones past the limit skipped.
+        // The outermost levels are kept: in one walk from the innermost, the last kMaxDepth seen.
+        constexpr std::uint32_t kept = HandoffPath::kMaxDepth;
+        const SiteInfo* last[kept];
         std::uint32_t open = 0;
-        state.open_scopes([&](const SiteInfo*) { ++open; });
-        std::uint32_t skip = open > HandoffPath::kMaxDepth ? open - HandoffPath::kMaxDepth : 0;
-        path.cut = skip != 0;
-        path.depth = open - skip;
-        std::uint32_t at = path.depth;
-        state.open_scopes([&](const SiteInfo* site) {
-            if (skip != 0) {
-                --skip;
-                return;
-            }
-            const InternedSite& known = interned(site);  // a path continued here is the original's
-            path.sites[--at] = known.continues != nullptr ? known.continues : &known;
-        });
+        state.open_scopes([&](const SiteInfo* site) { last[open++ % kept] = site; });
+        path.cut = open > kept;
+        path.depth = path.cut ? kept : open;
+        for (std::uint32_t level = 0; level < path.depth; ++level) {
+            const InternedSite& known = interned(last[(open - 1 - level) % kept]);  // a path continued here is the original's
+            path.sites[level] = known.continues != nullptr ? known.continues : &known;
+        }
         if (state.capture_depth != 0 || state.capture_waits()) {
             if (!path.cut) gather_into(state, path);
         } else if (state.continuing != nullptr && state.continuing_level < path.depth) {
@@ -401,7 +397,8 @@ public:
         enter_segment(state, *gather, *state.coroutine);
         return true;
     }
-    bool enter_suspendable(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
+    // Inline (g++ otherwise calls it): each co-scope's entry and end are one call out of its frame.
+    TRACETREE_DETAIL_INLINE bool enter_suspendable(ThreadState& state, const SiteInfo* info, SuspendableScope& scope) noexcept {
         Arena& arena = state.arena;
         const bool top = scope.trace != nullptr || arena.cur == state.coroutine_top;  // a trace starts only there
         if (!enter_node(state, info)) return not_entered(state, scope);
@@ -437,7 +434,7 @@ public:
     // later may outlive its place). Its trace, if it started one, is let go: delivered when the last
     // resumption's part of it and the work handed off from it are done (the caller gives back the
     // co-scope's reference to it, after this).
-    bool leave_suspendable(ThreadState& state, const SuspendableScope& scope, std::uint64_t& elapsed) noexcept {
+    TRACETREE_DETAIL_INLINE bool leave_suspendable(ThreadState& state, const SuspendableScope& scope, std::uint64_t& elapsed) noexcept {
         Arena& arena = state.arena;
         if (state.retired.load()) return false;
         if (scope.coroutine != state.coroutine) return state.drop(1), false;  // a frame destroyed elsewhere
@@ -446,8 +443,12 @@ public:
             // operators spawn on the parent's executor) close theirs in any order.
             CoroutineState& coroutine = *scope.coroutine;
             PlaceLock lock = locked(coroutine);
+            const std::uint32_t innermost = coroutine.open - 1;
             if (coroutine.open > HandoffPath::kMaxDepth) {
                 --coroutine.open;
+            } else if (coroutine.open != 0 && coroutine.open_sites[innermost] == scope.entered && coroutine.traced == nullptr &&
+                       coroutine.watched == nullptr) {
+                coroutine.open = innermost;  // the usual order, nothing traced or watched: no search, nothing moves
             } else {
                 std::uint32_t at = coroutine.open;
                 // Not the traced or watched one's entry unless it is this: their levels must stay theirs.
@@ -730,8 +731,8 @@ private:
                     bool fake_clock) noexcept {
         Arena& arena = state.arena;
         const InternedSite* site = wait_site(known, name);
-        std::uint32_t index = site != nullptr ? arena.find(arena.cur_index, site) : 0;
-        if (site != nullptr && index == 0) index = state.current->add(arena, arena.cur_index, site);
+        std::uint32_t index = site != nullptr ? child(arena, site) : 0;
+        if (site != nullptr && index == 0) index = add_node(state, site);
         if (index == 0) return (void)state.drop(1);
         const std::uint64_t now = clock_.now(fake_clock);
         const std::uint64_t waited = now > since ? now - since : 0;  // another core's counter may lag
@@ -741,16 +742,28 @@ private:
         if (waited < node.min.load(std::memory_order_relaxed)) node.min.store(waited, std::memory_order_relaxed);
         if (waited > node.max.load(std::memory_order_relaxed)) node.max.store(waited, std::memory_order_relaxed);
     }
+    // The current node's child for `site`, 0: none yet. First the node made right after it, as
+    // Arena::enter tries it: a path's levels and its wait are made one after the other when it is
+    // first entered, and so are a coroutine's co-scopes.
+    static std::uint32_t child(const Arena& arena, const SiteInfo* site) noexcept {
+        const std::uint32_t next = arena.cur_index + 1;
+        const NodeRecord* node = arena.cur + 1;
+        if ((next & kChunkMask) != 0 && node->site == site && node->parent == arena.cur_index) return next;
+        return arena.find(arena.cur_index, site);
+    }
     // The child of the current node for `site`, made current; false when the tree is full.
-    static bool enter_node(ThreadState& state, const SiteInfo* site) noexcept {
+    // Inline, with the node's making out of line: a path's levels and a co-scope enter it each time.
+    TRACETREE_DETAIL_INLINE static bool enter_node(ThreadState& state, const SiteInfo* site) noexcept {
         Arena& arena = state.arena;
-        std::uint32_t index = arena.find(arena.cur_index, site);
-        if (index == 0) index = state.current->add(arena, arena.cur_index, site);
-        if (index == 0) return false;
+        std::uint32_t index = child(arena, site);
+        if (index == 0 && (index = add_node(state, site)) == 0) return false;
         arena.cur = arena.at(index);
         arena.cur_index = index;
         ++arena.depth;
         return true;
+    }
+    TRACETREE_DETAIL_COLD static std::uint32_t add_node(ThreadState& state, const SiteInfo* site) noexcept {
+        return state.current->add(state.arena, state.arena.cur_index, site);
     }
     // here() inside a capture: the path refers to the capture's Gather (made once), which waits for it.
     static void gather_into(ThreadState& state, HandoffPath& path) noexcept {
@@ -795,6 +808,9 @@ private:
     }
     const InternedSite* wait_site(std::atomic<const InternedSite*>& known, const char* name) noexcept {
         if (const InternedSite* site = known.load(std::memory_order_acquire)) return site;
+        return make_wait_site(known, name);
+    }
+    TRACETREE_DETAIL_COLD const InternedSite* make_wait_site(std::atomic<const InternedSite*>& known, const char* name) noexcept {
         try {
             const InternedSite* made = sites_.intern(SiteKind::scope, name, "", 0, nullptr);
             known.store(made, std::memory_order_release);

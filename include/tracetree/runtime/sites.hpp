@@ -149,8 +149,12 @@ public:
 
     // The shadow of `info` (SiteInfo: a hand-off path's node); null when out of memory.
     const InternedSite* continued(const SiteInfo* info) noexcept {
+        if (const InternedSite* known = interned(info).shadow.load(std::memory_order_acquire)) return known;
+        return make_shadow(info);
+    }
+    // Once per site: out of line, so that a hand-off's path does not carry it.
+    TRACETREE_DETAIL_COLD const InternedSite* make_shadow(const SiteInfo* info) noexcept {
         const InternedSite& of = interned(info);
-        if (const InternedSite* known = of.shadow.load(std::memory_order_acquire)) return known;
         try {
             std::string key(1, 'c');
             key.append(reinterpret_cast<const char*>(&info), sizeof info);
