@@ -33,7 +33,8 @@
 // - A function is unpatched only once no thread is inside it (its exit sled must stay to close its
 //   scope): an unwanted function first drains, and the last thread to leave it unpatches it.
 // - A tail call (XRayEntryType::TAIL) to a function the caller's code jumps to directly keeps the
-//   caller's scope open: the target's scope opens under it ("[tail call]") and both end at its exit.
+//   caller's scope open: the target's scope opens under it ("[tail call]") and both end at its exit;
+//   a target whose entry is taken back (its session ended since the jump) ends it at that entry.
 //   A jump through a pointer ends the caller's scope there, as its frame ends on the machine.
 //
 // Limits (clang 14, x86-64 Linux): only the executable's own functions (XRay in clang 14 neither
@@ -412,6 +413,10 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     const std::uint8_t state = table.states[id].load(std::memory_order_relaxed);
     if (state != kXRayWanted) {  // still patched, for sessions that have ended: taken back
         thread.depth.store(depth, std::memory_order_relaxed);
+        // A tail call's target: with no frame of its own, nothing keeps it patched until its exit,
+        // which would close the frame that jumped to it. That frame ends here, as at a jump to a
+        // function not patched.
+        if (tail) xray_pop(thread, table);
         if (state == kXRayDraining) xray_sweep(false);
         return;
     }
