@@ -366,6 +366,37 @@ TEST_CASE("a function entered by a tail call shows under the caller that jumped 
     }
 }
 
+TEST_CASE("a tail call's target whose session ends between the jump and its entry: the caller's frame ends") {
+    // The handler's events as the jump makes them, called directly so that the session can end in
+    // between: the target's entry is then taken back, and with no frame of its own nothing keeps it
+    // patched until its exit, which would have closed the caller's frame.
+    Recording recording;
+    tracetree::xray::install();
+    std::int32_t caller = 0, target = 0;
+    for (const auto& function : tracetree::xray::functions()) {
+        if (function.name == "xtest::tail_caller()") caller = function.id;
+        if (function.name == "xtest::tail_target()") target = function.id;
+    }
+    REQUIRE(caller != 0);
+    REQUIRE(target != 0);
+    tracetree::detail::XRayThread* thread = tracetree::detail::xray_thread();
+    if (thread == nullptr) thread = tracetree::detail::xray_join();
+    REQUIRE(thread != nullptr);
+    const tracetree::detail::XRayTable& table = tracetree::detail::g_xray_table;
+    const auto sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)) - 4096;  // below this test's frame
+    auto monitor = std::make_unique<tracetree::Monitor>(tracetree::MonitorRequest("xtest::tail_*"));
+    tracetree::detail::xray_enter(*thread, table, caller, sp);
+    tracetree::detail::xray_tail(*thread, table, caller, sp);
+    REQUIRE(thread->depth.load() == 1);  // the caller's frame stays open for its target
+    monitor.reset();
+    CHECK(sled_patched("xtest::tail_target()"));  // kept for the entry to come
+    tracetree::detail::xray_enter(*thread, table, target, sp);
+    CHECK(thread->depth.load() == 0);
+    CHECK(tree_text() == "xtest::tail_caller() 0\n");
+    tracetree::detail::xray_exit(*thread, table, target, sp);  // closes what is left open, whatever happened
+    CHECK(tracetree::xray::status().patched == 0);
+}
+
 // The names of the XRay functions patched now, sorted.
 static std::vector<std::string> patched_names() {
     std::vector<std::string> names;

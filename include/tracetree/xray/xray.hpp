@@ -33,7 +33,8 @@
 // - A function is unpatched only once no thread is inside it (its exit sled must stay to close its
 //   scope): an unwanted function first drains, and the last thread to leave it unpatches it.
 // - A tail call (XRayEntryType::TAIL) to a function the caller's code jumps to directly keeps the
-//   caller's scope open: the target's scope opens under it ("[tail call]") and both end at its exit.
+//   caller's scope open: the target's scope opens under it ("[tail call]") and both end at its exit;
+//   a target whose entry is taken back (its session ended since the jump) ends it at that entry.
 //   A jump through a pointer ends the caller's scope there, as its frame ends on the machine.
 //
 // Limits (clang 14, x86-64 Linux): only the executable's own functions (XRay in clang 14 neither
@@ -286,18 +287,22 @@ inline std::size_t xray_count(const XRayState& state, std::uint8_t which) noexce
     return count;
 }
 
-// Patches the functions whose state has just become kXRayWanted (`ids`); `idle` functions stay unpatched.
+// Patches the idle functions the sessions want (`ids`, ascending); `idle` functions stay unpatched.
+// Each becomes kXRayWanted only once all its sleds are: XRay patches a function's entry before its
+// exits, and an entry kept before them would open a frame that no exit closes, with the annotated
+// scope around it ending off its node. Until then its events are dropped, as an idle function's.
 inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>& ids, std::size_t idle) {
     if (ids.size() > idle + 1 && xray_patch_all(true)) {
         for (std::size_t id = 1; id < state.functions.size(); ++id)
-            if (state.states[id].load() == kXRayIdle && !xray_patch(static_cast<std::int32_t>(id), false))
+            if (state.states[id].load() == kXRayIdle && !std::binary_search(ids.begin(), ids.end(), static_cast<std::int32_t>(id)) &&
+                !xray_patch(static_cast<std::int32_t>(id), false))
                 state.error = "XRay could not unpatch function " + state.functions[id]->signature;
+        for (const std::int32_t id : ids) state.states[static_cast<std::size_t>(id)].store(kXRayWanted);
         return;
     }
     for (const std::int32_t id : ids) {
-        if (xray_patch(id, true)) continue;
-        state.states[static_cast<std::size_t>(id)].store(kXRayIdle);
-        state.error = "XRay could not patch function " + state.functions[static_cast<std::size_t>(id)]->signature;
+        if (xray_patch(id, true)) state.states[static_cast<std::size_t>(id)].store(kXRayWanted);
+        else state.error = "XRay could not patch function " + state.functions[static_cast<std::size_t>(id)]->signature;
     }
 }
 
@@ -412,6 +417,10 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     const std::uint8_t state = table.states[id].load(std::memory_order_relaxed);
     if (state != kXRayWanted) {  // still patched, for sessions that have ended: taken back
         thread.depth.store(depth, std::memory_order_relaxed);
+        // A tail call's target: with no frame of its own, nothing keeps it patched until its exit,
+        // which would close the frame that jumped to it. That frame ends here, as at a jump to a
+        // function not patched.
+        if (tail) xray_pop(thread, table);
         if (state == kXRayDraining) xray_sweep(false);
         return;
     }
@@ -436,17 +445,6 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     while (depth > 0 && thread.frames[depth - 1].sp == sp && thread.frames[depth - 1].tail) depth = xray_pop(thread, table);
 }
 
-// On x86-64 an unpatched entry sled starts with a short jump over itself (0xEB), a patched one with a
-// move of the function's id; elsewhere a wanted function is taken as patched.
-[[clang::xray_never_instrument]] inline bool xray_entry_patched(const XRayFunction& function) noexcept {
-#if defined(__x86_64__)
-    return *reinterpret_cast<const volatile unsigned char*>(function.address) != 0xEB;
-#else
-    (void)function;
-    return true;
-#endif
-}
-
 // The function jumps to another (XRayEntryType::TAIL). When that may be one of the functions it
 // jumps to directly, patched with it, its frame stays open: the target's entry comes next at the same
 // stack pointer and runs under it, and both end at the target's exit. Otherwise (a jump through a
@@ -464,11 +462,8 @@ inline void xray_patch_wanted(XRayState& state, const std::vector<std::int32_t>&
     thread.tail_from.store(id, std::memory_order_release);
     xray_published(table);
     const bool stays = std::any_of(targets.begin(), targets.end(), [&](std::int32_t target) {
-        // Wanted and already patched (others: not XRay). A session's start marks its functions
-        // wanted, then patches them one by one: a target not patched yet sends no entry, and its
-        // exit would not close this frame, which would then hold the annotated scope around it open.
-        return target <= table.max_id && table.states[target].load(std::memory_order_relaxed) == kXRayWanted &&
-               xray_entry_patched(*table.functions[target]);
+        // Wanted: all its sleds are patched (xray_patch_wanted). Others are not XRay functions.
+        return target <= table.max_id && table.states[target].load(std::memory_order_relaxed) == kXRayWanted;
     });
     if (stays) {
         thread.frames[depth - 1].tail = true;
@@ -780,7 +775,6 @@ inline void xray_update_locked(XRayState& state) {
         std::atomic<std::uint8_t>& function_state = state.states[id];
         const std::uint8_t now = function_state.load();
         if (wanted && now == kXRayIdle) {
-            function_state.store(kXRayWanted);  // before the sled: its first entry must be kept
             to_patch.push_back(static_cast<std::int32_t>(id));
         } else if (wanted && now == kXRayDraining) {
             function_state.store(kXRayWanted);
