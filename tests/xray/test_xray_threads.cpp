@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 #include <sys/wait.h>
@@ -151,4 +152,32 @@ TEST_CASE("fork() while other threads start and stop sessions does not hang") {
         _exit(failed == 0 ? 0 : 1);
     }
     CHECK(fork_child::exit_status(host) == 0);
+}
+
+// An XRay that cannot install (helper-36: redis's -flto objects beside a control.o built without LTO
+// gave the probe functions no id) patches nothing: the first session says so on stderr, once. In a
+// child, whose XRay state is made to fail as such a program's does.
+TEST_CASE("an XRay that cannot install says so on stderr, once") {
+    int err[2];
+    REQUIRE(pipe(err) == 0);
+    const pid_t child = fork();
+    if (child == 0) {
+        dup2(err[1], 2);
+        {
+            tracetree::detail::XRayState& state = tracetree::detail::xray_state();
+            std::lock_guard<std::mutex> lock(state.mutex);
+            state.installed = false;
+            state.error = "tracetree: XRay: cannot install here";
+        }
+        { tracetree::TraceSession first(tracetree::TraceRequest("xtest::leaf")); }
+        { tracetree::Monitor second(tracetree::MonitorRequest("xtest::*")); }
+        _exit(0);
+    }
+    close(err[1]);
+    CHECK(fork_child::exit_status(child) == 0);
+    std::string said;
+    char buffer[512];
+    for (ssize_t got; (got = read(err[0], buffer, sizeof buffer)) > 0;) said.append(buffer, static_cast<std::size_t>(got));
+    close(err[0]);
+    CHECK(said == "tracetree: XRay: cannot install here: sessions see annotated scopes only (docs/xray.md)\n");
 }

@@ -60,7 +60,7 @@
 #include <algorithm>  // std::any_of, std::fill, std::remove
 #include <atomic>
 #include <cstdint>
-#include <cstdio>     // std::snprintf
+#include <cstdio>     // std::snprintf; stderr: an XRay that cannot install says so
 #include <memory>
 #include <mutex>
 #include <new>        // placement new, std::launder
@@ -804,7 +804,13 @@ inline void xray_update() {
 [[clang::xray_never_instrument]] inline void xray_sessions_changed(void*) noexcept {
     try {
         xray_update();
-    } catch (...) {  // recorded in the state's error: status() reports it
+    } catch (const std::exception& e) {  // kept in the state's error, which status() reports
+        // An XRay that cannot install (a control file built without the LTO mode of the rest) patches
+        // nothing for any session: said once, rather than sessions that wait for ever in silence.
+        static std::atomic<bool> said{false};
+        if (!xray::status().installed && !said.exchange(true))
+            std::fprintf(stderr, "%s: sessions see annotated scopes only (docs/xray.md)\n", e.what());
+    } catch (...) {
     }
 }
 
