@@ -158,6 +158,7 @@ struct MonitorRow {
 struct MonitorInterval {
     std::chrono::system_clock::time_point start, end;
     std::vector<MonitorRow> rows;
+    bool cut_short = false;  // ended by Monitor::stop() before its length
 };
 
 // ---- timeline: every scope with its start, for Chrome/Perfetto trace views ----------------------

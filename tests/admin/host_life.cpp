@@ -440,7 +440,8 @@ void exit_answers(const char* self) {
     check(status_of(answer) == 200 && answer.find("Cancelled after") != std::string::npos &&
               answer.find("2 of 5 invocation(s) of 'admin_work'") != std::string::npos,
           "the call waiting at the program's exit answers 200 with what it collected");
-    std::printf("%s\n", monitored.c_str());
+    const std::size_t monitored_body = monitored.find("\r\n\r\n");
+    std::printf("%s\n", monitored.substr(monitored_body == std::string::npos ? 0 : monitored_body + 4).c_str());
     check(status_of(monitored) == 200 && monitored.find(" admin_work  2 ") != std::string::npos &&
               monitored.find("1 of 2 interval(s) of 'admin_work', the last one cut short.") != std::string::npos,
           "the monitor waiting at the program's exit answers with the interval under way");

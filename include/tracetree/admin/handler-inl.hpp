@@ -501,7 +501,7 @@ TRACETREE_DETAIL_RUNTIME_API void write_json(std::ostream& out, const MonitorInt
             << ",\"failed\":" << std::to_string(row.failed) << ",\"total_ns\":" << std::to_string(row.total.count())
             << ",\"min_ns\":" << std::to_string(row.min.count()) << ",\"max_ns\":" << std::to_string(row.max.count()) << '}';
     }
-    out << "]}";
+    out << ']' << (interval.cut_short ? ",\"cut_short\":true" : "") << '}';
 }
 
 inline void write_json_value(std::ostream& out, const Trace& trace) {  // views.hpp's, without its newline
@@ -1249,7 +1249,7 @@ TRACETREE_DETAIL_RUNTIME_API AdminResponse AdminHandler::on_wait(const AdminRequ
             std::optional<MonitorInterval> interval = monitor.next();
             if (!interval || (cut = !add(*interval, got))) break;
             monitor_rows += interval->rows.size();
-            cut_short = waiter.was_cancelled();  // stopped by a cancel or shutdown: the interval under way
+            cut_short = interval->cut_short;  // stopped by a cancel or shutdown: the interval under way
         }
         waiter.release();
         outcome = cut ? Outcome::cut : got == n && !cut_short ? Outcome::complete : Outcome::cancelled;

@@ -21,8 +21,8 @@
 #include <functional>          // a trace session's callback
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <new>                 // a forked child's condition variables, made anew
+#include <optional>            // a monitor's last interval
 #include <stdexcept>           // std::invalid_argument: too many sessions
 #include <string>
 #include <type_traits>
@@ -68,6 +68,7 @@ struct SessionState {
     std::chrono::steady_clock::time_point interval_start;
     std::chrono::system_clock::time_point interval_wall_start;
     std::optional<MonitorInterval> last_interval;  // monitor: the one stop() cut short, until next() takes it
+    bool cut_short = false;                        // monitor: stop() took the interval under way
     std::uint32_t callbacks_running = 0;  // stop() waits for them: the callback may use the caller's stack
     bool stopped = false;
 
@@ -197,7 +198,7 @@ public:
         for (const auto& listener : listeners_) listener.first(listener.second);
     }
 
-    // fork(): the listeners' lock first (a listener asks for running()), then the registry's, then
+    // fork(): the listeners' list first (kept whole in the child), then the registry's, then
     // every alive session's (a delivery holds one only to queue or count, never while taking another).
     void lock() noexcept {
         listeners_mutex_.lock();
@@ -223,7 +224,9 @@ public:
         alive_mutex_.unlock();
         mutex_.unlock();
         listeners_mutex_.unlock();
-        if (child) new (&notify_mutex_) std::mutex();  // a thread of the parent may have held it: gone here
+        // A thread of the parent may have held it, telling the listeners of a change: gone here, and
+        // with it that notice (the child's XRay patches match its sessions again at the next change).
+        if (child) new (&notify_mutex_) std::mutex();
     }
     // Last, when every lock of the recorder is free again: a session let go here runs its callback's
     // destructor, which is the program's code.
@@ -304,7 +307,7 @@ private:
     std::atomic<std::uint32_t> running_{0};     // sessions in slots_
 
     std::mutex notify_mutex_;     // held while the listeners run; before listeners_mutex_; not taken by fork()
-    std::mutex listeners_mutex_;  // taken before mutex_ (a listener asks for running())
+    std::mutex listeners_mutex_;  // the list, whole across fork(); taken before mutex_
     std::vector<std::pair<Listener, void*>> listeners_;
     std::atomic<bool> listened_{false};  // ever: a program without instrumentation never unwinds for it
 

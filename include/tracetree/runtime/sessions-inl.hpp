@@ -197,20 +197,25 @@ inline MonitorInterval take_interval(SessionState& s, int slot) {
 }
 }  // namespace detail
 
-// The interval under way is kept, cut short, for next(): calls counted before a program's exit or a
-// cancelled request are not lost.
+// The interval under way is taken, cut short, for next(): calls counted before a program's exit or a
+// cancelled request are not lost. Taken while the slot is still this monitor's (no other can take
+// over its cells meanwhile); a call that ends as it stops may miss it.
 TRACETREE_DETAIL_RUNTIME_API void Monitor::stop() {
     if (!state_) return;
     detail::SessionState& s = *state_;
-    const int slot = s.slot.load(std::memory_order_relaxed);
-    detail::runtime().stop_session(s);  // nothing more counted in its cells
     {
         std::lock_guard<std::mutex> lock(s.mutex);
-        if (!s.stopped && slot >= 0) {
-            MonitorInterval last = detail::take_interval(s, slot);
-            if (!last.rows.empty()) s.last_interval = std::move(last);
+        if (!s.stopped && !s.cut_short) {
+            s.cut_short = true;  // next() gives what is taken here, then nothing
+            try {
+                MonitorInterval last = detail::take_interval(s, s.slot.load(std::memory_order_relaxed));
+                last.cut_short = true;
+                if (!last.rows.empty()) s.last_interval = std::move(last);
+            } catch (...) {  // out of memory: the interval under way is lost, the monitor still stops
+            }
         }
     }
+    s.changed.notify_all();
     detail::stop(s);
 }
 
@@ -219,8 +224,8 @@ TRACETREE_DETAIL_RUNTIME_API std::optional<MonitorInterval> Monitor::next() {
     detail::SessionState& s = *state_;
     std::unique_lock<std::mutex> lock(s.mutex);
     const auto end = s.interval_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(s.interval);
-    s.changed.wait_until(lock, end, [&] { return s.stopped; });
-    if (s.stopped) return std::exchange(s.last_interval, std::nullopt);
+    s.changed.wait_until(lock, end, [&] { return s.stopped || s.cut_short; });
+    if (s.stopped || s.cut_short) return std::exchange(s.last_interval, std::nullopt);
     return detail::take_interval(s, s.slot.load(std::memory_order_relaxed));
 }
 

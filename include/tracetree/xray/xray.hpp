@@ -662,7 +662,6 @@ inline void xray_install_locked(XRayState& state) {
         }
         XRayTable& table = g_xray_table;
         xray_calibrate(state, table);
-        pthread_atfork(&xray_before_fork, &xray_after_fork_in_parent, &xray_after_fork_in_child);
         state.expedited = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
         table.fence = !state.expedited;
         table.functions = state.functions.data();
@@ -824,6 +823,10 @@ inline const bool g_xray_listening = [] {
                 rows.push_back(XRayRow{std::move(function.name), function.patchable, function.patched, std::move(function.wanted_by)});
         });
         listen_to_sessions(&xray_sessions_changed, nullptr);
+        // From the start, not at the first install, which holds the state's lock (a fork() then would
+        // leave the child that lock held); after the runtime's handlers, so that fork() takes these
+        // locks first, as a session change does.
+        pthread_atfork(&xray_before_fork, &xray_after_fork_in_parent, &xray_after_fork_in_child);
         if (!instrumented_sessions().empty()) xray_sessions_changed(nullptr);
         return true;
     } catch (...) {
