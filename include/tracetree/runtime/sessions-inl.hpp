@@ -178,7 +178,7 @@ inline MonitorInterval take_interval(SessionState& s, int slot) {
         MonitorCells* cells = site.monitors.load(std::memory_order_acquire);
         if (cells == nullptr) continue;
         MonitorCell& cell = cells->cells[slot];
-        if (cell.owner.load() != &s) continue;  // another monitor took the slot after this one stopped
+        if (cell.owner.load() != &s) continue;  // not claimed for it (monitor_site() claims before it lists)
         MonitorRow row;
         row.calls = cell.calls.exchange(0, std::memory_order_relaxed);
         row.failed = cell.failed.exchange(0, std::memory_order_relaxed);
